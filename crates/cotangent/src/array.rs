@@ -1,0 +1,349 @@
+//! [`Array`]: a cheap, clonable, `Send + Sync` handle to one output of a graph node.
+use crate::backend::cpu::buffer::BufferElement;
+use crate::backend::cpu::Data;
+use crate::primitive::{Primitive, Spec};
+use crate::{DType, Error, Result};
+use smallvec::SmallVec;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Marks the nodes built while one transform call traces a function. While the token is
+/// active, evaluation keeps those nodes' inputs so the transform can still walk the graph.
+/// Tokens are per call: nothing about tracing is global.
+#[derive(Debug)]
+pub(crate) struct TraceToken {
+    active: AtomicBool,
+}
+
+impl TraceToken {
+    pub(crate) fn new() -> Arc<TraceToken> {
+        Arc::new(TraceToken { active: AtomicBool::new(true) })
+    }
+    pub(crate) fn finish(&self) {
+        self.active.store(false, Ordering::Release);
+    }
+    fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+}
+
+/// Ends a trace when dropped, also on early return or panic.
+pub(crate) struct TraceGuard(pub(crate) Arc<TraceToken>);
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+pub(crate) type Traces = SmallVec<[Arc<TraceToken>; 1]>;
+
+/// What a node is.
+pub(crate) enum NodeKind {
+    /// Data given at creation.
+    Leaf,
+    /// A stand-in with a shape and dtype but no data (vmap tracing); evaluating it is an error.
+    Placeholder,
+    /// The result of a primitive applied to the inputs.
+    Op(Box<dyn Primitive>),
+}
+
+/// One node of the graph: a primitive, its inputs, its outputs' specs and, once computed,
+/// their data.
+pub(crate) struct Node {
+    pub(crate) kind: NodeKind,
+    pub(crate) inputs: Mutex<Vec<Array>>,
+    pub(crate) specs: SmallVec<[Spec; 1]>,
+    pub(crate) data: OnceLock<Result<SmallVec<[Data; 1]>>>,
+    pub(crate) traces: Traces,
+}
+
+impl Node {
+    pub(crate) fn is_computed(&self) -> bool {
+        self.data.get().is_some()
+    }
+    /// Whether evaluation must keep this node's inputs (a transform is tracing through it).
+    pub(crate) fn keeps_inputs(&self) -> bool {
+        self.traces.iter().any(|t| t.is_active())
+    }
+    pub(crate) fn primitive(&self) -> Option<&dyn Primitive> {
+        match &self.kind {
+            NodeKind::Op(p) => Some(p.as_ref()),
+            _ => None,
+        }
+    }
+    pub(crate) fn inputs(&self) -> Vec<Array> {
+        self.inputs.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for Node {
+    /// Drops long input chains iteratively so a graph of a million nodes cannot overflow the stack.
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(self.inputs.get_mut().unwrap_or_else(|e| e.into_inner()));
+        while let Some(a) = stack.pop() {
+            if let Some(mut node) = Arc::into_inner(a.node) {
+                stack.append(node.inputs.get_mut().unwrap_or_else(|e| e.into_inner()));
+            }
+        }
+    }
+}
+
+/// An immutable, lazily evaluated n-dimensional array.
+///
+/// Cloning is cheap (a reference count). Building ops only records the computation; [`eval`],
+/// [`to_vec`](Array::to_vec) and [`item`](Array::item) compute it. Arrays are `Send + Sync`:
+/// several threads may build on, or evaluate, the same array at once.
+///
+/// ```
+/// use cotangent::{self as ct, Array};
+/// let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+/// let y = (&x * 2.0 + &x).sum(&[-1], false);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![9.0, 21.0]);
+/// ```
+///
+/// [`eval`]: Array::eval
+#[derive(Clone)]
+pub struct Array {
+    pub(crate) node: Arc<Node>,
+    pub(crate) index: usize,
+}
+
+impl Array {
+    // ----- construction -------------------------------------------------------------------
+
+    pub(crate) fn from_data(data: Data, shape: &[usize], dtype: DType) -> Array {
+        let node = Node {
+            kind: NodeKind::Leaf,
+            inputs: Mutex::new(Vec::new()),
+            specs: smallvec::smallvec![Spec::new(shape, dtype)],
+            data: OnceLock::from(Ok(smallvec::smallvec![data])),
+            traces: SmallVec::new(),
+        };
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// A leaf that shares this array's computed data, marked with a trace token.
+    pub(crate) fn traced_leaf(&self, token: &Arc<TraceToken>) -> Array {
+        let data = self.node.data.get().and_then(|r| r.as_ref().ok()).map(|d| d[self.index].clone());
+        let node = Node {
+            kind: if data.is_some() { NodeKind::Leaf } else { NodeKind::Placeholder },
+            inputs: Mutex::new(Vec::new()),
+            specs: smallvec::smallvec![self.spec().clone()],
+            data: match data {
+                Some(d) => OnceLock::from(Ok(smallvec::smallvec![d])),
+                None => OnceLock::new(),
+            },
+            traces: smallvec::smallvec![token.clone()],
+        };
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// A data-less stand-in of the given shape and dtype (vmap tracing).
+    pub(crate) fn placeholder(shape: &[usize], dtype: DType, token: &Arc<TraceToken>) -> Array {
+        let node = Node {
+            kind: NodeKind::Placeholder,
+            inputs: Mutex::new(Vec::new()),
+            specs: smallvec::smallvec![Spec::new(shape, dtype)],
+            data: OnceLock::new(),
+            traces: smallvec::smallvec![token.clone()],
+        };
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// Build a node applying `prim` to `inputs` with outputs described by `specs`; returns one
+    /// array per output.
+    pub fn from_primitive_multi(prim: impl Primitive, inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
+        let mut traces: Traces = SmallVec::new();
+        for inp in &inputs {
+            for t in &inp.node.traces {
+                if t.is_active() && !traces.iter().any(|u| Arc::ptr_eq(u, t)) {
+                    traces.push(t.clone());
+                }
+            }
+        }
+        let n = specs.len();
+        let node = Arc::new(Node {
+            kind: NodeKind::Op(Box::new(prim)),
+            inputs: Mutex::new(inputs),
+            specs: SmallVec::from_vec(specs),
+            data: OnceLock::new(),
+            traces,
+        });
+        (0..n).map(|index| Array { node: node.clone(), index }).collect()
+    }
+
+    /// Build a single-output node applying `prim` to `inputs`.
+    pub fn from_primitive(prim: impl Primitive, inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
+        let mut traces: Traces = SmallVec::new();
+        for inp in &inputs {
+            for t in &inp.node.traces {
+                if t.is_active() && !traces.iter().any(|u| Arc::ptr_eq(u, t)) {
+                    traces.push(t.clone());
+                }
+            }
+        }
+        let node = Node {
+            kind: NodeKind::Op(Box::new(prim)),
+            inputs: Mutex::new(inputs),
+            specs: smallvec::smallvec![Spec::new(shape, dtype)],
+            data: OnceLock::new(),
+            traces,
+        };
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// An array holding a copy of `data` with the given shape.
+    ///
+    /// # Panics
+    /// If `data.len()` is not the product of `shape`.
+    #[track_caller]
+    pub fn from_slice<T: BufferElement>(data: &[T], shape: &[usize]) -> Array {
+        Array::from_vec(data.to_vec(), shape)
+    }
+
+    /// An array taking ownership of `data` with the given shape.
+    ///
+    /// # Panics
+    /// If `data.len()` is not the product of `shape`.
+    #[track_caller]
+    pub fn from_vec<T: BufferElement>(data: Vec<T>, shape: &[usize]) -> Array {
+        let n = crate::shape::numel(shape);
+        assert!(
+            data.len() == n,
+            "cotangent::from_vec: {} elements of {} do not fill shape {:?} ({} elements)",
+            data.len(),
+            T::DTYPE,
+            shape,
+            n
+        );
+        Array::from_data(Data::from_vec(data, shape), shape, T::DTYPE)
+    }
+
+    /// A 0-dimensional array holding `v`.
+    pub fn scalar<T: BufferElement>(v: T) -> Array {
+        Array::from_vec(vec![v], &[])
+    }
+
+    // ----- metadata -----------------------------------------------------------------------
+
+    pub(crate) fn spec(&self) -> &Spec {
+        &self.node.specs[self.index]
+    }
+    /// The extent of every axis.
+    pub fn shape(&self) -> &[usize] {
+        &self.spec().shape
+    }
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.spec().dtype
+    }
+    /// Number of axes.
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+    /// Number of elements.
+    pub fn size(&self) -> usize {
+        crate::shape::numel(self.shape())
+    }
+    /// Extent of axis `axis` (negative counts from the end).
+    #[track_caller]
+    pub fn dim(&self, axis: isize) -> usize {
+        let a = crate::shape::normalize_axis(axis, self.ndim())
+            .unwrap_or_else(|| panic!("cotangent::dim: axis {axis} out of range for shape {:?}", self.shape()));
+        self.shape()[a]
+    }
+    /// Whether the array has been computed.
+    pub fn is_evaluated(&self) -> bool {
+        self.node.is_computed()
+    }
+    /// Identity of the node and output this array refers to (stable while the array lives).
+    pub(crate) fn id(&self) -> (usize, usize) {
+        (Arc::as_ptr(&self.node) as *const u8 as usize, self.index)
+    }
+    pub(crate) fn node_id(&self) -> usize {
+        Arc::as_ptr(&self.node) as *const u8 as usize
+    }
+    /// All outputs of this array's node (this array and its siblings), in order.
+    pub(crate) fn siblings(&self) -> Vec<Array> {
+        (0..self.node.specs.len()).map(|index| Array { node: self.node.clone(), index }).collect()
+    }
+
+    // ----- evaluation and reading ---------------------------------------------------------
+
+    /// Compute this array (and everything it depends on that is not computed yet).
+    pub fn eval(&self) -> Result<()> {
+        crate::graph::eval(std::slice::from_ref(self))
+    }
+
+    /// The computed data; evaluates first if needed.
+    pub(crate) fn data(&self) -> Result<&Data> {
+        if !self.node.is_computed() {
+            self.eval()?;
+        }
+        self.computed_data()
+    }
+
+    /// The data of an array that has been computed (or has failed).
+    pub(crate) fn computed_data(&self) -> Result<&Data> {
+        match self.node.data.get() {
+            Some(Ok(d)) => Ok(&d[self.index]),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(Error::Eval("array read before evaluation".into())),
+        }
+    }
+
+    /// The elements in row-major order. Asking for a type other than the array's dtype is an
+    /// `Err` (use [`astype`](Array::astype) to convert).
+    pub fn to_vec<T: BufferElement>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DTypeMismatch { requested: T::DTYPE, actual: self.dtype() });
+        }
+        let d = self.data()?;
+        Ok(d.to_contiguous::<T>(self.shape()).into_owned())
+    }
+
+    /// The single element of a one-element array (any shape). Asking for a type other than the
+    /// array's dtype is an `Err`.
+    pub fn item<T: BufferElement>(&self) -> Result<T> {
+        if self.size() != 1 {
+            return Err(Error::Shape(format!(
+                "item() needs an array of exactly one element, got shape {:?}",
+                self.shape()
+            )));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The elements converted to `f64` (any dtype).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        let d = self.data()?;
+        Ok(
+            crate::dispatch_dtype!(self.dtype(), T => d.to_contiguous::<T>(self.shape()).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect()),
+        )
+    }
+}
+
+impl fmt::Debug for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match &self.node.kind {
+            NodeKind::Leaf => "leaf".to_string(),
+            NodeKind::Placeholder => "placeholder".to_string(),
+            NodeKind::Op(p) => p.name(),
+        };
+        write!(f, "Array(shape={:?}, dtype={}, {})", self.shape(), self.dtype(), what)?;
+        if let Some(Ok(_)) = self.node.data.get() {
+            if self.size() <= 64 {
+                if let Ok(v) = self.to_f64_vec() {
+                    write!(f, " {v:?}")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Evaluate several arrays together (shared work is done once).
+pub fn eval(arrays: &[Array]) -> Result<()> {
+    crate::graph::eval(arrays)
+}

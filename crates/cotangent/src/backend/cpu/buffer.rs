@@ -1,0 +1,150 @@
+//! Typed host buffers and the strided view of one array over a buffer.
+use crate::dtype::{DType, Element};
+use crate::shape::{contiguous_strides, Strides};
+use half::{bf16, f16};
+use std::sync::Arc;
+
+/// A typed, contiguous host buffer.
+#[derive(Debug, Clone)]
+pub enum Buffer {
+    /// `bool` elements.
+    Bool(Vec<bool>),
+    /// `u8` elements.
+    U8(Vec<u8>),
+    /// `u32` elements.
+    U32(Vec<u32>),
+    /// `i32` elements.
+    I32(Vec<i32>),
+    /// `i64` elements.
+    I64(Vec<i64>),
+    /// `f16` elements.
+    F16(Vec<f16>),
+    /// `bf16` elements.
+    BF16(Vec<bf16>),
+    /// `f32` elements.
+    F32(Vec<f32>),
+    /// `f64` elements.
+    F64(Vec<f64>),
+}
+
+/// Conversion between typed vectors and [`Buffer`]s; implemented for every [`Element`].
+pub trait BufferElement: Element {
+    /// Wrap a vector.
+    fn into_buffer(v: Vec<Self>) -> Buffer;
+    /// Borrow the elements if the buffer holds this type.
+    fn slice(b: &Buffer) -> Option<&[Self]>;
+    /// Take the vector back if the buffer holds this type.
+    fn take(b: Buffer) -> Option<Vec<Self>>;
+}
+
+macro_rules! impl_buffer_element {
+    ($($t:ty => $v:ident),*) => {$(
+        impl BufferElement for $t {
+            #[inline] fn into_buffer(v: Vec<Self>) -> Buffer { Buffer::$v(v) }
+            #[inline] fn slice(b: &Buffer) -> Option<&[Self]> {
+                if let Buffer::$v(v) = b { Some(v) } else { None }
+            }
+            #[inline] fn take(b: Buffer) -> Option<Vec<Self>> {
+                if let Buffer::$v(v) = b { Some(v) } else { None }
+            }
+        }
+    )*};
+}
+impl_buffer_element!(bool => Bool, u8 => U8, u32 => U32, i32 => I32, i64 => I64,
+    f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+
+impl Buffer {
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Buffer::Bool(_) => DType::Bool,
+            Buffer::U8(_) => DType::U8,
+            Buffer::U32(_) => DType::U32,
+            Buffer::I32(_) => DType::I32,
+            Buffer::I64(_) => DType::I64,
+            Buffer::F16(_) => DType::F16,
+            Buffer::BF16(_) => DType::BF16,
+            Buffer::F32(_) => DType::F32,
+            Buffer::F64(_) => DType::F64,
+        }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        crate::dispatch_dtype!(self.dtype(), T => T::slice(self).unwrap().len())
+    }
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Typed view of the elements; panics on a dtype mismatch (an internal error).
+    #[inline]
+    pub fn as_slice<T: BufferElement>(&self) -> &[T] {
+        T::slice(self)
+            .unwrap_or_else(|| panic!("cotangent internal error: buffer of {} read as {}", self.dtype(), T::DTYPE))
+    }
+    /// A buffer of `n` copies of `v`.
+    pub fn filled<T: BufferElement>(v: T, n: usize) -> Buffer {
+        T::into_buffer(vec![v; n])
+    }
+}
+
+/// The computed value of one array: a shared buffer plus the strides and offset of the view.
+#[derive(Debug, Clone)]
+pub struct Data {
+    /// The shared buffer.
+    pub buf: Arc<Buffer>,
+    /// Strides in elements, one per axis of the array.
+    pub strides: Strides,
+    /// Offset of element `[0, 0, ..]` in the buffer.
+    pub offset: usize,
+}
+
+impl Data {
+    /// A dense row-major view of a whole buffer with the given shape.
+    pub fn contiguous(buf: Buffer, shape: &[usize]) -> Data {
+        Data { buf: Arc::new(buf), strides: contiguous_strides(shape), offset: 0 }
+    }
+    /// A dense view of a typed vector.
+    pub fn from_vec<T: BufferElement>(v: Vec<T>, shape: &[usize]) -> Data {
+        Data::contiguous(T::into_buffer(v), shape)
+    }
+    /// Whether the view is dense and row-major.
+    pub fn is_contiguous(&self, shape: &[usize]) -> bool {
+        crate::shape::is_contiguous(shape, &self.strides)
+    }
+    /// The elements of a contiguous view as a slice, or `None` when the view is strided.
+    pub fn contiguous_slice<T: BufferElement>(&self, shape: &[usize]) -> Option<&[T]> {
+        if self.is_contiguous(shape) {
+            let n = crate::shape::numel(shape);
+            Some(&self.buf.as_slice::<T>()[self.offset..self.offset + n])
+        } else {
+            None
+        }
+    }
+    /// The elements in row-major order, copied only when the view is strided.
+    pub fn to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> std::borrow::Cow<'_, [T]> {
+        if let Some(s) = self.contiguous_slice(shape) {
+            return std::borrow::Cow::Borrowed(s);
+        }
+        let src = self.buf.as_slice::<T>();
+        let mut out = Vec::with_capacity(crate::shape::numel(shape));
+        super::strided::for_each_row(shape, [&self.strides], [self.offset as isize], |[o], n, [s]| {
+            if s == 1 {
+                out.extend_from_slice(&src[o as usize..o as usize + n]);
+            } else {
+                for i in 0..n as isize {
+                    out.push(src[(o + i * s) as usize]);
+                }
+            }
+        });
+        std::borrow::Cow::Owned(out)
+    }
+    /// Whether this view's buffer is referenced by nobody else, is dense, and covers the whole
+    /// buffer — i.e. an element-wise kernel may write its result into it.
+    pub fn is_reusable(&self, shape: &[usize]) -> bool {
+        self.offset == 0
+            && Arc::strong_count(&self.buf) == 1
+            && self.buf.len() == crate::shape::numel(shape)
+            && self.is_contiguous(shape)
+    }
+}

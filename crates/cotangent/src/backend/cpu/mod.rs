@@ -1,0 +1,8 @@
+//! The CPU backend: buffers, strided iteration and the kernels.
+pub mod buffer;
+pub mod elementwise;
+pub mod math;
+pub mod reduce;
+pub mod strided;
+
+pub use buffer::{Buffer, Data};

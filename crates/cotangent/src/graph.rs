@@ -1,0 +1,92 @@
+//! Topological ordering and evaluation of the graph.
+//!
+//! Evaluation is iterative (no recursion, so a chain of a million ops is fine), computes each
+//! node once even when several threads evaluate overlapping graphs (each node's result sits in a
+//! `OnceLock`), and releases a node's inputs as soon as it is computed so intermediate buffers
+//! are freed once their last consumer ran — except for nodes a transform is tracing through.
+use crate::array::{Node, NodeKind};
+use crate::{Array, Error, Result};
+use smallvec::SmallVec;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Nodes reachable from `outputs` in post-order (inputs before consumers), not descending into
+/// nodes for which `stop` is true (they are included themselves).
+pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool) -> Vec<Arc<Node>> {
+    let mut order = Vec::new();
+    let mut visited: HashSet<usize> = HashSet::new();
+    let mut stack: Vec<(Arc<Node>, bool)> = outputs.iter().rev().map(|a| (a.node.clone(), false)).collect();
+    while let Some((node, expanded)) = stack.pop() {
+        if expanded {
+            order.push(node);
+            continue;
+        }
+        let id = Arc::as_ptr(&node) as *const u8 as usize;
+        if !visited.insert(id) {
+            continue;
+        }
+        let descend = !stop(&node);
+        let inputs = if descend { node.inputs() } else { Vec::new() };
+        stack.push((node, true));
+        for inp in inputs.iter().rev() {
+            if !visited.contains(&inp.node_id()) {
+                stack.push((inp.node.clone(), false));
+            }
+        }
+    }
+    order
+}
+
+/// Compute `outputs` and every uncomputed node they depend on.
+pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
+    if outputs.iter().all(|a| a.node.is_computed()) {
+        return outputs.iter().try_for_each(|a| a.computed_data().map(|_| ()));
+    }
+    let tape = topo_order(outputs, |n| n.is_computed());
+    for node in tape {
+        compute(&node);
+    }
+    for a in outputs {
+        a.computed_data()?;
+    }
+    Ok(())
+}
+
+/// Compute one node whose inputs are computed (no-op if it already is).
+fn compute(node: &Arc<Node>) {
+    if node.is_computed() {
+        return;
+    }
+    node.data.get_or_init(|| {
+        let inputs = node.inputs();
+        match &node.kind {
+            NodeKind::Leaf => Err(Error::Eval("leaf without data".into())),
+            NodeKind::Placeholder => Err(Error::Transform(
+                "cannot evaluate an array inside a function being vmapped (its values do not exist \
+                 until the batched graph runs); return it instead of reading it"
+                    .into(),
+            )),
+            NodeKind::Op(prim) => {
+                for inp in &inputs {
+                    if let Err(e) = inp.computed_data() {
+                        return Err(e);
+                    }
+                }
+                let out = prim.eval_cpu(&inputs, &node.specs)?;
+                if out.len() != node.specs.len() {
+                    return Err(Error::Eval(format!(
+                        "{} produced {} outputs, expected {}",
+                        prim.name(),
+                        out.len(),
+                        node.specs.len()
+                    )));
+                }
+                Ok(SmallVec::from_vec(out))
+            }
+        }
+    });
+    if !node.keeps_inputs() {
+        let taken = std::mem::take(&mut *node.inputs.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(taken);
+    }
+}

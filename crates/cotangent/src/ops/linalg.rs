@@ -1,0 +1,1 @@
+//! (family in progress)

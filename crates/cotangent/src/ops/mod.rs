@@ -1,0 +1,112 @@
+//! The public op library: constructors users call, by family (mirrors `primitives/`).
+//!
+//! Every op exists as a method on [`Array`] and as a `ct::` function; arithmetic also has
+//! operators on `Array` and `&Array` with arrays and Rust scalars on either side. Misuse
+//! (shapes that do not broadcast, a bad axis) panics with a message naming the op, the shapes
+//! and dtypes, reported at the caller's location.
+pub mod binary;
+pub mod creation;
+pub mod index;
+pub mod linalg;
+pub mod random;
+pub mod reduce;
+pub mod shape;
+pub mod unary;
+
+pub use binary::*;
+pub use creation::*;
+pub use index::*;
+pub use linalg::*;
+pub use reduce::*;
+pub use shape::*;
+pub use unary::*;
+
+use crate::dtype::ScalarKind;
+use crate::{Array, DType};
+
+/// One operand of a binary op: an array, or a weakly typed Rust scalar (see
+/// [`dtype`](crate::dtype) for how scalars promote).
+#[derive(Clone, Debug)]
+pub enum Operand {
+    /// An array.
+    Array(Array),
+    /// A Rust float.
+    Float(f64),
+    /// A Rust integer.
+    Int(i64),
+    /// A Rust bool.
+    Bool(bool),
+}
+
+/// Anything usable as an operand of a binary op: `Array`, `&Array`, and Rust numbers and bools.
+pub trait IntoOperand {
+    /// Convert to an [`Operand`].
+    fn into_operand(self) -> Operand;
+}
+
+impl IntoOperand for Array {
+    fn into_operand(self) -> Operand {
+        Operand::Array(self)
+    }
+}
+impl IntoOperand for &Array {
+    fn into_operand(self) -> Operand {
+        Operand::Array(self.clone())
+    }
+}
+impl IntoOperand for &&Array {
+    fn into_operand(self) -> Operand {
+        Operand::Array((*self).clone())
+    }
+}
+impl IntoOperand for bool {
+    fn into_operand(self) -> Operand {
+        Operand::Bool(self)
+    }
+}
+macro_rules! operand_float {
+    ($($t:ty),*) => {$(impl IntoOperand for $t {
+        fn into_operand(self) -> Operand { Operand::Float(self as f64) }
+    })*};
+}
+operand_float!(f32, f64);
+macro_rules! operand_int {
+    ($($t:ty),*) => {$(impl IntoOperand for $t {
+        fn into_operand(self) -> Operand { Operand::Int(self as i64) }
+    })*};
+}
+operand_int!(i32, i64, u32, u8, usize, isize);
+
+impl Operand {
+    fn kind(&self) -> Option<ScalarKind> {
+        match self {
+            Operand::Array(_) => None,
+            Operand::Float(_) => Some(ScalarKind::Float),
+            Operand::Int(_) => Some(ScalarKind::Int),
+            Operand::Bool(_) => Some(ScalarKind::Bool),
+        }
+    }
+    /// The operand as an array of `dtype` (scalars become 0-d arrays; arrays are cast).
+    pub fn to_array(&self, dtype: DType) -> Array {
+        match self {
+            Operand::Array(a) => a.astype(dtype),
+            Operand::Float(v) => creation::scalar_f64(*v, dtype),
+            Operand::Int(v) => creation::scalar_i64(*v, dtype),
+            Operand::Bool(v) => creation::scalar_i64(*v as i64, dtype),
+        }
+    }
+}
+
+/// Promote two operands to a common dtype and return them as arrays of it.
+pub fn promote_operands(a: Operand, b: Operand) -> (Array, Array) {
+    let dtype = match (&a, &b) {
+        (Operand::Array(x), Operand::Array(y)) => x.dtype().promote(y.dtype()),
+        (Operand::Array(x), s) | (s, Operand::Array(x)) => x.dtype().promote_weak(s.kind().unwrap()),
+        (x, y) => match (x.kind().unwrap(), y.kind().unwrap()) {
+            (ScalarKind::Float, _) | (_, ScalarKind::Float) => DType::F32,
+            (ScalarKind::Int, _) | (_, ScalarKind::Int) => DType::I32,
+            _ => DType::Bool,
+        },
+    };
+    (a.to_array(dtype), b.to_array(dtype))
+}

@@ -1,0 +1,424 @@
+//! Element-wise binary primitives with numpy broadcasting: one [`Binary`] primitive with an op
+//! enum. Both inputs have the same dtype (the ops layer promotes); shapes broadcast inside the
+//! kernel, so no broadcast node is needed, and the VJP sums cotangents back to each input's shape.
+use crate::backend::cpu::buffer::BufferElement;
+use crate::backend::cpu::elementwise::{binary_map, unary_map};
+use crate::backend::cpu::math::Float;
+use crate::backend::cpu::Data;
+use crate::primitive::{Primitive, Spec};
+use crate::{Array, DType, Error, Result};
+use half::{bf16, f16};
+
+/// The element-wise binary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    FloorDivide,
+    Remainder,
+    Power,
+    Maximum,
+    Minimum,
+    Arctan2,
+    LogAddExp,
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    LogicalAnd,
+    LogicalOr,
+}
+
+impl BinaryOp {
+    /// Whether the op returns booleans.
+    pub fn returns_bool(self) -> bool {
+        use BinaryOp::*;
+        matches!(self, Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr)
+    }
+    /// Whether the op needs float inputs (integers are cast to `f32` first).
+    pub fn needs_float(self) -> bool {
+        matches!(self, BinaryOp::Divide | BinaryOp::Arctan2 | BinaryOp::LogAddExp)
+    }
+    /// Public name of the op.
+    pub fn name(self) -> &'static str {
+        use BinaryOp::*;
+        match self {
+            Add => "add",
+            Subtract => "subtract",
+            Multiply => "multiply",
+            Divide => "divide",
+            FloorDivide => "floor_divide",
+            Remainder => "remainder",
+            Power => "power",
+            Maximum => "maximum",
+            Minimum => "minimum",
+            Arctan2 => "arctan2",
+            LogAddExp => "logaddexp",
+            Equal => "equal",
+            NotEqual => "not_equal",
+            Less => "less",
+            LessEqual => "less_equal",
+            Greater => "greater",
+            GreaterEqual => "greater_equal",
+            LogicalAnd => "logical_and",
+            LogicalOr => "logical_or",
+        }
+    }
+}
+
+/// An element-wise binary function of two arrays of the same dtype, broadcasting their shapes.
+#[derive(Debug, Clone, Copy)]
+pub struct Binary(pub BinaryOp);
+
+type In<'a> = (&'a Data, &'a [usize]);
+
+fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
+    use BinaryOp::*;
+    macro_rules! m {
+        ($f:expr) => {
+            Data::from_vec(binary_map::<T, T>(a.0, a.1, b.0, b.1, out, $f), out)
+        };
+    }
+    macro_rules! c {
+        ($f:expr) => {
+            Data::from_vec(binary_map::<T, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+        };
+    }
+    match op {
+        Add => m!(|x, y| x + y),
+        Subtract => m!(|x, y| x - y),
+        Multiply => m!(|x, y| x * y),
+        Divide => m!(|x, y| x / y),
+        FloorDivide => m!(|x, y| (x / y).floor()),
+        Remainder => m!(|x: T, y: T| {
+            let r = x % y;
+            if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
+                r + y
+            } else {
+                r
+            }
+        }),
+        Power => m!(|x: T, y: T| x.powf(y)),
+        Maximum => m!(|x: T, y: T| x.max_nan(y)),
+        Minimum => m!(|x: T, y: T| x.min_nan(y)),
+        Arctan2 => m!(|x: T, y: T| x.atan2(y)),
+        LogAddExp => m!(|x: T, y: T| {
+            let m = if x > y { x } else { y };
+            if m == T::NEG_INFINITY || m == T::INFINITY || m.is_nan() {
+                if x.is_nan() || y.is_nan() {
+                    x + y
+                } else {
+                    m
+                }
+            } else {
+                m + ((x - m).exp() + (y - m).exp()).ln()
+            }
+        }),
+        Equal => c!(|x, y| x == y),
+        NotEqual => c!(|x, y| x != y),
+        Less => c!(|x, y| x < y),
+        LessEqual => c!(|x, y| x <= y),
+        Greater => c!(|x, y| x > y),
+        GreaterEqual => c!(|x, y| x >= y),
+        LogicalAnd => c!(|x, y| x != T::ZERO && y != T::ZERO),
+        LogicalOr => c!(|x, y| x != T::ZERO || y != T::ZERO),
+    }
+}
+
+/// Integer arithmetic used by the integer kernels (wrapping, Python-style floor division and
+/// remainder; division by zero gives 0 instead of trapping).
+trait IntArith: BufferElement + Ord {
+    const ZERO: Self;
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn floordiv(self, o: Self) -> Self;
+    fn rem(self, o: Self) -> Self;
+    fn pow(self, o: Self) -> Self;
+}
+macro_rules! int_arith {
+    ($($t:ty),*) => {$(impl IntArith for $t {
+        const ZERO: Self = 0;
+        #[inline(always)] fn add(self, o: Self) -> Self { self.wrapping_add(o) }
+        #[inline(always)] fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
+        #[inline(always)] fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+        #[inline(always)] fn floordiv(self, o: Self) -> Self {
+            if o == 0 { return 0; }
+            let q = self.wrapping_div(o);
+            #[allow(unused_comparisons)]
+            if (self % o != 0) && ((self < 0) != (o < 0)) { q - 1 } else { q }
+        }
+        #[inline(always)] fn rem(self, o: Self) -> Self {
+            if o == 0 { return 0; }
+            let r = self.wrapping_rem(o);
+            #[allow(unused_comparisons)]
+            if r != 0 && ((r < 0) != (o < 0)) { r + o } else { r }
+        }
+        #[inline(always)] fn pow(self, o: Self) -> Self {
+            #[allow(unused_comparisons)]
+            if o < 0 { return if self == 1 { 1 } else { 0 }; }
+            self.wrapping_pow(o as u32)
+        }
+    })*};
+}
+int_arith!(u8, u32, i32, i64);
+
+fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
+    use BinaryOp::*;
+    macro_rules! m {
+        ($f:expr) => {
+            Data::from_vec(binary_map::<T, T>(a.0, a.1, b.0, b.1, out, $f), out)
+        };
+    }
+    macro_rules! c {
+        ($f:expr) => {
+            Data::from_vec(binary_map::<T, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+        };
+    }
+    Ok(match op {
+        Add => m!(|x: T, y| x.add(y)),
+        Subtract => m!(|x: T, y| x.sub(y)),
+        Multiply => m!(|x: T, y| x.mul(y)),
+        FloorDivide => m!(|x: T, y| x.floordiv(y)),
+        Remainder => m!(|x: T, y| x.rem(y)),
+        Power => m!(|x: T, y| x.pow(y)),
+        Maximum => m!(|x: T, y: T| x.max(y)),
+        Minimum => m!(|x: T, y: T| x.min(y)),
+        Equal => c!(|x, y| x == y),
+        NotEqual => c!(|x, y| x != y),
+        Less => c!(|x, y| x < y),
+        LessEqual => c!(|x, y| x <= y),
+        Greater => c!(|x, y| x > y),
+        GreaterEqual => c!(|x, y| x >= y),
+        LogicalAnd => c!(|x, y| x != T::ZERO && y != T::ZERO),
+        LogicalOr => c!(|x, y| x != T::ZERO || y != T::ZERO),
+        Divide | Arctan2 | LogAddExp => {
+            return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE)))
+        }
+    })
+}
+
+fn bool_kernel(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
+    use BinaryOp::*;
+    macro_rules! c {
+        ($f:expr) => {
+            Data::from_vec(binary_map::<bool, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+        };
+    }
+    Ok(match op {
+        Add | LogicalOr | Maximum => c!(|x, y| x | y),
+        Multiply | LogicalAnd | Minimum => c!(|x, y| x & y),
+        Equal => c!(|x, y| x == y),
+        NotEqual => c!(|x, y| x != y),
+        Less => c!(|x: bool, y: bool| !x & y),
+        LessEqual => c!(|x: bool, y: bool| x <= y),
+        Greater => c!(|x: bool, y: bool| x & !y),
+        GreaterEqual => c!(|x: bool, y: bool| x >= y),
+        _ => return Err(Error::Eval(format!("{} is not defined for bool", op.name()))),
+    })
+}
+
+fn widen<H: BufferElement>(d: &Data, shape: &[usize], to: impl Fn(H) -> f32 + Sync + Send) -> Data {
+    Data::from_vec(unary_map::<H, f32>(d, shape, to), shape)
+}
+
+fn narrow<H: BufferElement>(d: Data, shape: &[usize], from: impl Fn(f32) -> H + Sync + Send) -> Data {
+    match d.buf.dtype() {
+        DType::F32 => Data::from_vec(unary_map::<f32, H>(&d, shape, from), shape),
+        _ => d,
+    }
+}
+
+impl Primitive for Binary {
+    fn name(&self) -> String {
+        self.0.name().to_string()
+    }
+
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let (da, db) = (a.computed_data()?, b.computed_data()?);
+        let out = &outputs[0].shape[..];
+        let op = self.0;
+        let (ia, ib) = ((da, a.shape()), (db, b.shape()));
+        let r = match a.dtype() {
+            DType::F32 => float_kernel::<f32>(op, ia, ib, out),
+            DType::F64 => float_kernel::<f64>(op, ia, ib, out),
+            DType::F16 => {
+                let (wa, wb) = (widen::<f16>(da, a.shape(), f16::to_f32), widen::<f16>(db, b.shape(), f16::to_f32));
+                narrow::<f16>(float_kernel::<f32>(op, (&wa, a.shape()), (&wb, b.shape()), out), out, f16::from_f32)
+            }
+            DType::BF16 => {
+                let (wa, wb) = (widen::<bf16>(da, a.shape(), bf16::to_f32), widen::<bf16>(db, b.shape(), bf16::to_f32));
+                narrow::<bf16>(float_kernel::<f32>(op, (&wa, a.shape()), (&wb, b.shape()), out), out, bf16::from_f32)
+            }
+            DType::U8 => int_kernel::<u8>(op, ia, ib, out)?,
+            DType::U32 => int_kernel::<u32>(op, ia, ib, out)?,
+            DType::I32 => int_kernel::<i32>(op, ia, ib, out)?,
+            DType::I64 => int_kernel::<i64>(op, ia, ib, out)?,
+            DType::Bool => bool_kernel(op, ia, ib, out)?,
+        };
+        Ok(vec![r])
+    }
+
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        let (a, b) = (&primals[0], &primals[1]);
+        let c = &cotangents[0];
+        let out = &outputs[0];
+        let mut res = Vec::with_capacity(argnums.len());
+        for &i in argnums {
+            let x = &primals[i];
+            let g = match partial(self.0, i, a, b, out) {
+                Some(Partial::One) => c.clone(),
+                Some(Partial::MinusOne) => -c,
+                Some(Partial::Of(d)) => c * d,
+                None => crate::ops::zeros_like(x),
+            };
+            res.push(crate::ops::sum_to_shape(&g, x.shape()));
+        }
+        Ok(res)
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        let (a, b) = (&primals[0], &primals[1]);
+        let out = &outputs[0];
+        let mut acc: Option<Array> = None;
+        for (t, &i) in tangents.iter().zip(argnums) {
+            let term = match partial(self.0, i, a, b, out) {
+                Some(Partial::One) => crate::ops::broadcast_to(t, out.shape()),
+                Some(Partial::MinusOne) => crate::ops::broadcast_to(&-t, out.shape()),
+                Some(Partial::Of(d)) => t * d,
+                None => continue,
+            };
+            acc = Some(match acc {
+                Some(s) => s + term,
+                None => term,
+            });
+        }
+        Ok(vec![acc.unwrap_or_else(|| crate::ops::zeros_like(out))])
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let (xs, ax) = crate::ops::batch_align(inputs, axes);
+        Ok((vec![crate::ops::binary(self.0, &xs[0], &xs[1])], vec![ax]))
+    }
+}
+
+enum Partial {
+    One,
+    MinusOne,
+    Of(Array),
+}
+
+/// `d out / d input_i` written with ops (full, broadcast shape or broadcastable to it).
+fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<Partial> {
+    use BinaryOp::*;
+    if !out.dtype().is_float() {
+        return None;
+    }
+    let first = i == 0;
+    Some(match op {
+        Add => Partial::One,
+        Subtract => {
+            if first {
+                Partial::One
+            } else {
+                Partial::MinusOne
+            }
+        }
+        Multiply => Partial::Of(if first { b.clone() } else { a.clone() }),
+        Divide => Partial::Of(if first { b.reciprocal() } else { -(out / b) }),
+        Power => Partial::Of(if first {
+            // b * a^(b-1), with 0 where b == 0 (so 0^0 has derivative 0 as in JAX)
+            let d = b * crate::ops::power(a, b - 1.0);
+            crate::ops::select(&b.equal(0.0), &crate::ops::zeros_like(&d), &d)
+        } else {
+            // out * log(a), taking log(1) = 0 where a == 0
+            let safe = crate::ops::select(&a.equal(0.0), &crate::ops::ones_like(a), a);
+            out * safe.log()
+        }),
+        Maximum | Minimum => {
+            let (x, y) = if first { (a, b) } else { (b, a) };
+            let wins = if op == Maximum { x.greater(y) } else { x.less(y) };
+            let ties = x.equal(y).astype(out.dtype()) * 0.5;
+            Partial::Of(wins.astype(out.dtype()) + ties)
+        }
+        Arctan2 => {
+            let den = a.square() + b.square();
+            Partial::Of(if first { b / &den } else { -(a / &den) })
+        }
+        LogAddExp => Partial::Of((if first { a - out } else { b - out }).exp()),
+        Remainder => {
+            if first {
+                Partial::One
+            } else {
+                Partial::Of(-(crate::ops::floor_divide(a, b)))
+            }
+        }
+        FloorDivide | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr => {
+            return None
+        }
+    })
+}
+
+/// `where(cond, a, b)` with broadcasting; `cond` is bool, `a` and `b` share a dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct Select;
+
+impl Primitive for Select {
+    fn name(&self) -> String {
+        "select".into()
+    }
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
+        let out = &outputs[0].shape[..];
+        let (dc, da, db) = (c.computed_data()?, a.computed_data()?, b.computed_data()?);
+        let r = crate::dispatch_dtype!(a.dtype(), T => Data::from_vec(
+            crate::backend::cpu::elementwise::ternary_map::<bool, T, T>(
+                (dc, c.shape()), (da, a.shape()), (db, b.shape()), out,
+                |c, x, y| if c { x } else { y }),
+            out));
+        Ok(vec![r])
+    }
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let cond = &primals[0];
+        let c = &cotangents[0];
+        let zero = crate::ops::zeros_like(c);
+        Ok(argnums
+            .iter()
+            .map(|&i| match i {
+                0 => crate::ops::zeros_like(cond),
+                1 => crate::ops::sum_to_shape(&crate::ops::select(cond, c, &zero), primals[1].shape()),
+                _ => crate::ops::sum_to_shape(&crate::ops::select(cond, &zero, c), primals[2].shape()),
+            })
+            .collect())
+    }
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        let out = &outputs[0];
+        let zero = crate::ops::zeros_like(out);
+        let mut ta = zero.clone();
+        let mut tb = zero;
+        for (t, &i) in tangents.iter().zip(argnums) {
+            match i {
+                1 => ta = t.clone(),
+                2 => tb = t.clone(),
+                _ => {}
+            }
+        }
+        Ok(vec![crate::ops::select(&primals[0], &ta, &tb)])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let (xs, ax) = crate::ops::batch_align(inputs, axes);
+        Ok((vec![crate::ops::select(&xs[0], &xs[1], &xs[2])], vec![ax]))
+    }
+}

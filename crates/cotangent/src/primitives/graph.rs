@@ -1,0 +1,1 @@
+//! Graph primitives: StopGradient, Depends, CustomTransforms.

@@ -1,0 +1,7 @@
+//! The primitives: one file per family, each primitive with its shape inference, CPU kernel and
+//! vjp / jvp / vmap rules together.
+pub mod binary;
+pub mod graph;
+pub mod reduce;
+pub mod shape;
+pub mod unary;

@@ -1,0 +1,384 @@
+//! Element-wise unary primitives: one [`Unary`] primitive with an op enum.
+use crate::backend::cpu::buffer::BufferElement;
+use crate::backend::cpu::elementwise::unary_map;
+use crate::backend::cpu::math::{erf, erfinv, Float};
+use crate::backend::cpu::Data;
+use crate::primitive::{Primitive, Spec};
+use crate::{Array, DType, Error, Result};
+use half::{bf16, f16};
+
+/// The element-wise unary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Square,
+    Reciprocal,
+    Sin,
+    Cos,
+    Tan,
+    Tanh,
+    Sinh,
+    Cosh,
+    Arcsin,
+    Arccos,
+    Arctan,
+    Sigmoid,
+    Erf,
+    Erfinv,
+    Floor,
+    Ceil,
+    Round,
+    LogicalNot,
+    IsNan,
+    IsInf,
+}
+
+impl UnaryOp {
+    /// Whether the op only makes sense on floats (integer inputs are cast to `f32` first).
+    pub fn is_transcendental(self) -> bool {
+        use UnaryOp::*;
+        !matches!(self, Neg | Abs | Sign | Square | Floor | Ceil | Round | LogicalNot | IsNan | IsInf)
+    }
+    /// Whether the op returns booleans.
+    pub fn returns_bool(self) -> bool {
+        matches!(self, UnaryOp::LogicalNot | UnaryOp::IsNan | UnaryOp::IsInf)
+    }
+    /// Public name of the op.
+    pub fn name(self) -> &'static str {
+        use UnaryOp::*;
+        match self {
+            Neg => "negative",
+            Abs => "abs",
+            Sign => "sign",
+            Exp => "exp",
+            Expm1 => "expm1",
+            Log => "log",
+            Log1p => "log1p",
+            Log2 => "log2",
+            Sqrt => "sqrt",
+            Rsqrt => "rsqrt",
+            Square => "square",
+            Reciprocal => "reciprocal",
+            Sin => "sin",
+            Cos => "cos",
+            Tan => "tan",
+            Tanh => "tanh",
+            Sinh => "sinh",
+            Cosh => "cosh",
+            Arcsin => "arcsin",
+            Arccos => "arccos",
+            Arctan => "arctan",
+            Sigmoid => "sigmoid",
+            Erf => "erf",
+            Erfinv => "erfinv",
+            Floor => "floor",
+            Ceil => "ceil",
+            Round => "round",
+            LogicalNot => "logical_not",
+            IsNan => "isnan",
+            IsInf => "isinf",
+        }
+    }
+}
+
+/// An element-wise unary function applied to one array.
+#[derive(Debug, Clone, Copy)]
+pub struct Unary(pub UnaryOp);
+
+fn float_kernel<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Vec<T> {
+    use UnaryOp::*;
+    macro_rules! m {
+        ($f:expr) => {
+            unary_map::<T, T>(x, shape, $f)
+        };
+    }
+    match op {
+        Neg => m!(|v: T| -v),
+        Abs => m!(|v: T| v.abs()),
+        Sign => m!(|v: T| if v > T::ZERO {
+            T::ONE
+        } else if v < T::ZERO {
+            -T::ONE
+        } else {
+            v
+        }),
+        Exp => m!(|v: T| v.exp()),
+        Expm1 => m!(|v: T| v.exp_m1()),
+        Log => m!(|v: T| v.ln()),
+        Log1p => m!(|v: T| v.ln_1p()),
+        Log2 => m!(|v: T| v.log2()),
+        Sqrt => m!(|v: T| v.sqrt()),
+        Rsqrt => m!(|v: T| T::ONE / v.sqrt()),
+        Square => m!(|v: T| v * v),
+        Reciprocal => m!(|v: T| T::ONE / v),
+        Sin => m!(|v: T| v.sin()),
+        Cos => m!(|v: T| v.cos()),
+        Tan => m!(|v: T| v.tan()),
+        Tanh => m!(|v: T| v.tanh()),
+        Sinh => m!(|v: T| v.sinh()),
+        Cosh => m!(|v: T| v.cosh()),
+        Arcsin => m!(|v: T| v.asin()),
+        Arccos => m!(|v: T| v.acos()),
+        Arctan => m!(|v: T| v.atan()),
+        Sigmoid => m!(|v: T| if v >= T::ZERO {
+            T::ONE / (T::ONE + (-v).exp())
+        } else {
+            let e = v.exp();
+            e / (T::ONE + e)
+        }),
+        Erf => m!(|v: T| T::of(erf(v.f64()))),
+        Erfinv => m!(|v: T| T::of(erfinv(v.f64()))),
+        Floor => m!(|v: T| v.floor()),
+        Ceil => m!(|v: T| v.ceil()),
+        Round => m!(|v: T| v.round_even()),
+        LogicalNot | IsNan | IsInf => unreachable!("boolean unary ops are handled separately"),
+    }
+}
+
+fn float_predicate<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Vec<bool> {
+    match op {
+        UnaryOp::IsNan => unary_map::<T, bool>(x, shape, |v| v.is_nan()),
+        UnaryOp::IsInf => unary_map::<T, bool>(x, shape, |v| v.is_infinite()),
+        _ => unreachable!(),
+    }
+}
+
+/// Integer kernels for the ops that are defined on integers.
+fn int_kernel<T>(op: UnaryOp, x: &Data, shape: &[usize]) -> Result<Vec<T>>
+where
+    T: BufferElement + num_like::Int,
+{
+    use UnaryOp::*;
+    Ok(match op {
+        Neg => unary_map::<T, T>(x, shape, |v| v.wrapping_neg()),
+        Abs => unary_map::<T, T>(x, shape, |v| v.abs_int()),
+        Sign => unary_map::<T, T>(x, shape, |v| v.sign_int()),
+        Square => unary_map::<T, T>(x, shape, |v| v.wrapping_mul(v)),
+        Floor | Ceil | Round => unary_map::<T, T>(x, shape, |v| v),
+        _ => return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE))),
+    })
+}
+
+/// Minimal integer arithmetic shared by the integer kernels.
+pub(crate) mod num_like {
+    /// Integer element operations.
+    pub trait Int: Copy {
+        fn wrapping_neg(self) -> Self;
+        fn wrapping_mul(self, o: Self) -> Self;
+        fn abs_int(self) -> Self;
+        fn sign_int(self) -> Self;
+    }
+    macro_rules! signed {
+        ($($t:ty),*) => {$(impl Int for $t {
+            #[inline(always)] fn wrapping_neg(self) -> Self { <$t>::wrapping_neg(self) }
+            #[inline(always)] fn wrapping_mul(self, o: Self) -> Self { <$t>::wrapping_mul(self, o) }
+            #[inline(always)] fn abs_int(self) -> Self { <$t>::wrapping_abs(self) }
+            #[inline(always)] fn sign_int(self) -> Self { <$t>::signum(self) }
+        })*};
+    }
+    macro_rules! unsigned {
+        ($($t:ty),*) => {$(impl Int for $t {
+            #[inline(always)] fn wrapping_neg(self) -> Self { <$t>::wrapping_neg(self) }
+            #[inline(always)] fn wrapping_mul(self, o: Self) -> Self { <$t>::wrapping_mul(self, o) }
+            #[inline(always)] fn abs_int(self) -> Self { self }
+            #[inline(always)] fn sign_int(self) -> Self { (self > 0) as $t }
+        })*};
+    }
+    signed!(i32, i64);
+    unsigned!(u8, u32);
+}
+
+/// Run an `f32` kernel on a half-precision input and convert back.
+fn via_f32<H: BufferElement>(
+    x: &Data,
+    shape: &[usize],
+    to: impl Fn(H) -> f32 + Sync + Send,
+    from: impl Fn(f32) -> H + Sync + Send,
+    k: impl FnOnce(&Data, &[usize]) -> Vec<f32>,
+) -> Vec<H> {
+    let wide = Data::from_vec(unary_map::<H, f32>(x, shape, to), shape);
+    let r = k(&wide, shape);
+    r.into_iter().map(from).collect()
+}
+
+impl Primitive for Unary {
+    fn name(&self) -> String {
+        self.0.name().to_string()
+    }
+
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let x = &inputs[0];
+        let d = x.computed_data()?;
+        let shape = x.shape();
+        let op = self.0;
+        let out_shape = &outputs[0].shape;
+        let buf = if op == UnaryOp::LogicalNot {
+            Data::from_vec(unary_map::<bool, bool>(d, shape, |v| !v), out_shape)
+        } else if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
+            let v = match x.dtype() {
+                DType::F32 => float_predicate::<f32>(op, d, shape),
+                DType::F64 => float_predicate::<f64>(op, d, shape),
+                DType::F16 => {
+                    unary_map::<f16, bool>(
+                        d,
+                        shape,
+                        |v| if op == UnaryOp::IsNan { v.is_nan() } else { v.is_infinite() },
+                    )
+                }
+                DType::BF16 => {
+                    unary_map::<bf16, bool>(
+                        d,
+                        shape,
+                        |v| if op == UnaryOp::IsNan { v.is_nan() } else { v.is_infinite() },
+                    )
+                }
+                _ => vec![false; x.size()],
+            };
+            Data::from_vec(v, out_shape)
+        } else {
+            match x.dtype() {
+                DType::F32 => Data::from_vec(float_kernel::<f32>(op, d, shape), out_shape),
+                DType::F64 => Data::from_vec(float_kernel::<f64>(op, d, shape), out_shape),
+                DType::F16 => Data::from_vec(
+                    via_f32::<f16>(d, shape, f16::to_f32, f16::from_f32, |w, s| float_kernel::<f32>(op, w, s)),
+                    out_shape,
+                ),
+                DType::BF16 => Data::from_vec(
+                    via_f32::<bf16>(d, shape, bf16::to_f32, bf16::from_f32, |w, s| float_kernel::<f32>(op, w, s)),
+                    out_shape,
+                ),
+                DType::U8 => Data::from_vec(int_kernel::<u8>(op, d, shape)?, out_shape),
+                DType::U32 => Data::from_vec(int_kernel::<u32>(op, d, shape)?, out_shape),
+                DType::I32 => Data::from_vec(int_kernel::<i32>(op, d, shape)?, out_shape),
+                DType::I64 => Data::from_vec(int_kernel::<i64>(op, d, shape)?, out_shape),
+                DType::Bool => return Err(Error::Eval(format!("{} is not defined for bool", op.name()))),
+            }
+        };
+        Ok(vec![buf])
+    }
+
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        _argnums: &[usize],
+        outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        Ok(vec![match derivative(self.0, &primals[0], &outputs[0]) {
+            Some(d) => &cotangents[0] * d,
+            None => crate::ops::zeros_like(&primals[0]),
+        }])
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![match derivative(self.0, &primals[0], &outputs[0]) {
+            Some(d) => &tangents[0] * d,
+            None => crate::ops::zeros_like(&outputs[0]),
+        }])
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        Ok((vec![crate::ops::unary(self.0, &inputs[0])], vec![axes[0]]))
+    }
+
+    fn is_equivalent(&self, other: &dyn Primitive) -> bool {
+        other.name() == self.name()
+    }
+}
+
+/// `d out / d x` written with ops, or `None` when the op is piecewise constant / not
+/// differentiable (its cotangent and tangent are zero).
+fn derivative(op: UnaryOp, x: &Array, out: &Array) -> Option<Array> {
+    use UnaryOp::*;
+    if !x.dtype().is_float() {
+        return None;
+    }
+    Some(match op {
+        Neg => crate::ops::full_like(x, -1.0),
+        Abs => x.sign(),
+        Exp => out.clone(),
+        Expm1 => out + 1.0,
+        Log => x.reciprocal(),
+        Log1p => (x + 1.0).reciprocal(),
+        Log2 => (x * std::f64::consts::LN_2).reciprocal(),
+        Sqrt => (out * 2.0).reciprocal(),
+        Rsqrt => out * x.reciprocal() * -0.5,
+        Square => x * 2.0,
+        Reciprocal => -(out.square()),
+        Sin => x.cos(),
+        Cos => -(x.sin()),
+        Tan => out.square() + 1.0,
+        Tanh => 1.0 - out.square(),
+        Sinh => x.cosh(),
+        Cosh => x.sinh(),
+        Arcsin => (1.0 - x.square()).rsqrt(),
+        Arccos => -((1.0 - x.square()).rsqrt()),
+        Arctan => (x.square() + 1.0).reciprocal(),
+        Sigmoid => out * (1.0 - out),
+        Erf => (-(x.square())).exp() * std::f64::consts::FRAC_2_SQRT_PI,
+        Erfinv => out.square().exp() * (std::f64::consts::PI.sqrt() / 2.0),
+        Sign | Floor | Ceil | Round | LogicalNot | IsNan | IsInf => return None,
+    })
+}
+
+/// Conversion to another dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct Cast(pub DType);
+
+fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Data {
+    use crate::dtype::Element;
+    crate::dispatch_dtype!(from, S => crate::dispatch_dtype!(to, D => {
+        let v: Vec<D> = if to == DType::Bool {
+            unary_map::<S, D>(d, shape, |x| D::from_f64((x.to_f64() != 0.0) as u8 as f64))
+        } else if from.is_float() || to.is_float() {
+            unary_map::<S, D>(d, shape, |x| D::from_f64(x.to_f64()))
+        } else {
+            unary_map::<S, D>(d, shape, |x| D::from_i64(x.to_i64()))
+        };
+        Data::from_vec(v, shape)
+    }))
+}
+
+impl Primitive for Cast {
+    fn name(&self) -> String {
+        format!("astype({})", self.0)
+    }
+    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
+        let x = &inputs[0];
+        Ok(vec![cast_data(x.computed_data()?, x.shape(), x.dtype(), self.0)])
+    }
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        _argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let x = &primals[0];
+        Ok(vec![if x.dtype().is_float() && self.0.is_float() {
+            cotangents[0].astype(x.dtype())
+        } else {
+            crate::ops::zeros_like(x)
+        }])
+    }
+    fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![if primals[0].dtype().is_float() && self.0.is_float() {
+            tangents[0].astype(self.0)
+        } else {
+            crate::ops::zeros_like(&outputs[0])
+        }])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        Ok((vec![inputs[0].astype(self.0)], vec![axes[0]]))
+    }
+}
