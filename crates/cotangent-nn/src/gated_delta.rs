@@ -335,11 +335,17 @@ impl Module for GatedDeltaNet {
         update_child(&mut self.b_proj, p, "b_proj")?;
         update_child(&mut self.g_proj, p, "g_proj")?;
         update_child(&mut self.o_proj, p, "o_proj")?;
-        if let (Some([q, k, v]), Some(cp)) = (&mut self.conv, p.child("conv")) {
-            check_keys(cp, &["q", "k", "v"])?;
-            update_leaf(q, cp, "q")?;
-            update_leaf(k, cp, "k")?;
-            update_leaf(v, cp, "v")?;
+        match (&mut self.conv, p.child("conv")) {
+            (Some([q, k, v]), Some(cp)) => {
+                check_keys(cp, &["q", "k", "v"])?;
+                update_leaf(q, cp, "q")?;
+                update_leaf(k, cp, "k")?;
+                update_leaf(v, cp, "v")?;
+            }
+            (None, Some(_)) => {
+                return Err(cotangent::Error::Other("update: `conv` given but the layer has no convolution".into()))
+            }
+            _ => {}
         }
         if let Some(np) = p.child("norm") {
             check_keys(np, &["weight"])?;

@@ -33,10 +33,6 @@ pub trait Optimizer {
     }
 }
 
-fn zeros_tree(params: &Tree) -> Tree {
-    params.map(|_, p| ct::zeros_like(p))
-}
-
 /// Stochastic gradient descent with optional momentum (heavy-ball or Nesterov) and L2 weight
 /// decay, as PyTorch's `SGD`:
 /// `g += wd·p; b = μ b + g; p -= lr · (nesterov ? g + μ b : b)` (`b = g` on the first step).
