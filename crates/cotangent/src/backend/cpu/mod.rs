@@ -1,6 +1,7 @@
 //! The CPU backend: buffers, strided iteration and the kernels.
 pub mod buffer;
 pub mod elementwise;
+pub mod gather;
 pub mod math;
 pub mod reduce;
 pub mod strided;
