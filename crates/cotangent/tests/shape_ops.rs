@@ -692,3 +692,184 @@ fn read_helper_round_trips() {
     let x = iota(&[2, 2]);
     assert_eq!(read(&x.array_f64()), x);
 }
+
+// ----- transforms: VJP / JVP against finite differences, vmap against loops ------------------------
+
+/// A small deterministic generator for test inputs.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+    }
+    fn array(&mut self, shape: &[usize]) -> Array {
+        Array::from_vec((0..numel(shape)).map(|_| self.next() * 2.0 - 1.0).collect::<Vec<f64>>(), shape)
+    }
+}
+
+#[track_caller]
+fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
+    }
+}
+
+/// VJP and JVP of `f` at `xs` (f64) against central differences of `sum(f(xs) * w)` for a
+/// random weighting `w`; the cotangent shapes must equal the input shapes.
+#[track_caller]
+fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
+    let mut rng = Lcg(11);
+    let out = f(xs);
+    let w = rng.array(out.shape());
+    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
+    let eps = 1e-6;
+    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
+    for (i, x) in xs.iter().enumerate() {
+        assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
+        let base = x.to_vec::<f64>().unwrap();
+        let mut fd = vec![0.0; base.len()];
+        for k in 0..base.len() {
+            let (mut p, mut m) = (base.clone(), base.clone());
+            p[k] += eps;
+            m[k] -= eps;
+            let (mut xp, mut xm) = (xs.to_vec(), xs.to_vec());
+            xp[i] = Array::from_vec(p, x.shape());
+            xm[i] = Array::from_vec(m, x.shape());
+            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
+        }
+        assert_close(&vjps[i].to_vec::<f64>().unwrap(), &fd, 1e-6, &format!("{name}: vjp of input {i}"));
+        let t = rng.array(x.shape());
+        let tangents: Vec<Array> =
+            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
+        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
+        assert_eq!(jv[0].shape(), out.shape(), "{name}: jvp shape");
+        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
+        let rhs: f64 = fd.iter().zip(t.to_vec::<f64>().unwrap()).map(|(a, b)| a * b).sum();
+        assert!((lhs - rhs).abs() < 1e-6 * (1.0 + rhs.abs()), "{name}: jvp of input {i}: {lhs} vs {rhs}");
+    }
+}
+
+/// Element `b` of `x` along axis `ax`.
+fn take(x: &Array, ax: usize, b: usize) -> Array {
+    x.slice_axis(ax as isize, Some(b as isize), Some(b as isize + 1), 1).squeeze(&[ax as isize])
+}
+
+/// `vmap(f)` with the given input axes against a loop over the batch, stacking on axis 0.
+#[track_caller]
+fn check_vmap(
+    name: &str,
+    f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static,
+    xs: &[Array],
+    axes: &[Option<isize>],
+) {
+    let b = xs.iter().zip(axes).find_map(|(x, a)| a.map(|a| x.dim(a))).unwrap();
+    let got = ct::vmap(f.clone(), axes, &[Some(0)])(xs).unwrap().remove(0);
+    let outs: Vec<Array> = (0..b)
+        .map(|k| {
+            let args: Vec<Array> = xs
+                .iter()
+                .zip(axes)
+                .map(|(x, a)| match a {
+                    Some(a) => take(x, if *a < 0 { (*a + x.ndim() as isize) as usize } else { *a as usize }, k),
+                    None => x.clone(),
+                })
+                .collect();
+            f(&args)
+        })
+        .collect();
+    let want = ct::stack(&outs, 0);
+    assert_eq!(got.shape(), want.shape(), "{name}: vmap shape with axes {axes:?}");
+    assert_eq!(got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap(), "{name}: vmap values with axes {axes:?}");
+}
+
+/// Nonlinear wrappers so the weighting of each output element matters.
+fn sq(x: &Array) -> Array {
+    x * x + x.sin()
+}
+
+#[test]
+fn slice_and_flip_grads() {
+    let mut rng = Lcg(1);
+    let x = rng.array(&[4, 5, 3]);
+    check_grads("slice", |x: &[Array]| sq(&x[0].slice(&[3, 1], &[0, isize::MAX], &[-2, 2])), &[x.clone()]);
+    check_grads("slice_axis", |x: &[Array]| sq(&x[0].slice_axis(-1, Some(-1), None, -1)), &[x.clone()]);
+    check_grads("flip", |x: &[Array]| sq(&x[0].flip(&[0, 2])), &[x.clone()]);
+    check_grads("slice of transpose", |x: &[Array]| sq(&x[0].t().slice(&[1], &[isize::MAX], &[2])), &[x.clone()]);
+    check_grads("empty slice", |x: &[Array]| x[0].slice(&[2], &[2], &[]).sum_all() + x[0].sum_all(), &[x.clone()]);
+    // second order: differentiate the gradient (its rules are SliceUpdate and Slice again)
+    let g = ct::grad(|x: &[Array]| sq(&x[0].slice(&[-1, 0], &[isize::MIN, 5], &[-1, 3])).sum_all());
+    check_grads("grad of slice", move |x: &[Array]| sq(&g(x).unwrap()[0]), &[x.clone()]);
+}
+
+#[test]
+fn slice_update_and_pad_grads() {
+    let mut rng = Lcg(2);
+    let x = rng.array(&[4, 5]);
+    let u = rng.array(&[2, 2]);
+    check_grads(
+        "slice_update",
+        |x: &[Array]| sq(&x[0].slice_update(&x[1], &[-1, 0], &[isize::MIN, 5], &[-2, 3])),
+        &[x.clone(), u.clone()],
+    );
+    check_grads("pad", |x: &[Array]| sq(&x[0].pad(&[(1, 2), (0, 1)], 0.5)), &[x.clone()]);
+    check_grads("tile", |x: &[Array]| sq(&x[0].tile(&[2, 1, 2])), &[u.clone()]);
+    check_grads("repeat", |x: &[Array]| sq(&x[0].repeat(3, -1)), &[u.clone()]);
+    let g = ct::grad(|x: &[Array]| sq(&x[0].pad(&[(1, 0)], 0.0)).sum_all());
+    check_grads("grad of pad", move |x: &[Array]| sq(&g(x).unwrap()[0]), &[u.clone()]);
+}
+
+#[test]
+fn concatenate_stack_split_grads() {
+    let mut rng = Lcg(3);
+    let a = rng.array(&[2, 3]);
+    let b = rng.array(&[2, 1]);
+    let c = rng.array(&[2, 2]);
+    check_grads("concatenate", |x: &[Array]| sq(&ct::concatenate(x, -1)), &[a.clone(), b.clone(), c.clone()]);
+    check_grads("concatenate axis 0", |x: &[Array]| sq(&ct::concatenate(&[x[0].t(), x[1].t()], 0)), &[a.clone(), c.clone()]);
+    check_grads("stack", |x: &[Array]| sq(&ct::stack(x, 1)), &[a.clone(), a.sin()]);
+    check_grads(
+        "split",
+        |x: &[Array]| {
+            let p = x[0].split(&[1, -1], 1);
+            sq(&p[0]) * 2.0 + (&p[2] * &p[1]).sum(&[1], true)
+        },
+        &[a.clone()],
+    );
+    // a constant (captured) input gets zeros in the JVP and no cotangent
+    let k = b.clone();
+    check_grads("concatenate with constant", move |x: &[Array]| sq(&ct::concatenate(&[k.clone(), x[0].clone()], 1)), &[c]);
+    let g = ct::grad(|x: &[Array]| sq(&ct::concatenate(x, 1)).sum_all());
+    check_grads("grad of concatenate", move |x: &[Array]| sq(&g(x).unwrap()[1]), &[a, b]);
+}
+
+#[test]
+fn shape_vmaps() {
+    let mut rng = Lcg(4);
+    let x = rng.array(&[3, 4, 5]);
+    for ax in [Some(0isize), Some(1), Some(-1)] {
+        check_vmap("slice", |x: &[Array]| x[0].slice(&[-1, 1], &[isize::MIN, 4], &[-2, 2]), &[x.clone()], &[ax]);
+        check_vmap("flip", |x: &[Array]| x[0].flip(&[]), &[x.clone()], &[ax]);
+        check_vmap("pad", |x: &[Array]| x[0].pad(&[(1, 0), (2, 1)], 3.0), &[x.clone()], &[ax]);
+        check_vmap("tile", |x: &[Array]| x[0].tile(&[2, 1]), &[x.clone()], &[ax]);
+        check_vmap("repeat", |x: &[Array]| x[0].repeat(2, 0), &[x.clone()], &[ax]);
+        check_vmap("split", |x: &[Array]| x[0].split(&[1, -1], -1)[1].clone(), &[x.clone()], &[ax]);
+        check_vmap("stack", |x: &[Array]| ct::stack(&[x[0].clone(), x[0].exp()], -1), &[x.clone()], &[ax]);
+    }
+    // multi-input: batch axes at different positions, some inputs unbatched
+    let a = rng.array(&[3, 2, 4]); // batch on axis 0
+    let b = rng.array(&[2, 5, 3]); // batch on axis 2 -> per-example [2, 5]
+    let c = rng.array(&[2, 1]); // unbatched
+    let cat = |x: &[Array]| ct::concatenate(&[x[0].clone(), x[1].clone(), x[2].clone()], 1);
+    check_vmap("concatenate", cat, &[a.clone(), b.clone(), c.clone()], &[Some(0), Some(-1), None]);
+    let cat0 = |x: &[Array]| ct::concatenate(&[x[0].t(), x[1].clone()], 0);
+    check_vmap("concatenate axis 0", cat0, &[rng.array(&[2, 3, 4]), rng.array(&[1, 3, 2])], &[Some(1), Some(1)]);
+    // slice_update: batched base with unbatched update, and the reverse
+    let upd = |x: &[Array]| x[0].slice_update(&x[1], &[1, 0], &[3, 5], &[1, 2]);
+    check_vmap("slice_update base", upd, &[rng.array(&[4, 5, 2]), rng.array(&[2, 3])], &[Some(-1), None]);
+    check_vmap("slice_update update", upd, &[rng.array(&[4, 5]), rng.array(&[2, 6, 3])], &[None, Some(1)]);
+    check_vmap("slice_update both", upd, &[rng.array(&[2, 4, 5]), rng.array(&[2, 3, 2])], &[Some(0), Some(2)]);
+    // vmap of grad through a slice
+    let g = ct::grad(|x: &[Array]| sq(&x[0].slice(&[1], &[isize::MAX], &[2])).sum_all());
+    check_vmap("grad of slice", move |x: &[Array]| g(x).unwrap()[0].clone(), &[x], &[Some(1)]);
+}
