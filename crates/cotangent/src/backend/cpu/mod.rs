@@ -1,5 +1,6 @@
 //! The CPU backend: buffers, strided iteration and the kernels.
 pub mod buffer;
+pub mod copy;
 pub mod elementwise;
 pub mod gather;
 pub mod math;
