@@ -2,6 +2,8 @@
 //! vjp / jvp / vmap rules together.
 pub mod binary;
 pub mod graph;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod shape;
 pub mod unary;

@@ -2,6 +2,7 @@
 pub mod buffer;
 pub mod elementwise;
 pub mod math;
+pub mod matmul;
 pub mod reduce;
 pub mod strided;
 
