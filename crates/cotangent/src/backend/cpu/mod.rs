@@ -3,6 +3,7 @@ pub mod buffer;
 pub mod elementwise;
 pub mod math;
 pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod strided;
 
