@@ -4,6 +4,8 @@ pub mod copy;
 pub mod elementwise;
 pub mod gather;
 pub mod math;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod strided;
 
