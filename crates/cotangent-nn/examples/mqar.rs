@@ -342,11 +342,10 @@ fn plot(path: &str, losses: &[(usize, f64)], accs: &[(usize, f64)]) -> std::resu
     let max_loss = losses.iter().map(|l| l.1).fold(0.0f64, f64::max).max(1e-3);
     // Left: training loss (log scale would hide the early plateau; linear is clearer here).
     let mut chart = ChartBuilder::on(&left).margin(15).build_cartesian_2d(0..last, 0.0..max_loss * 1.05)?;
-    chart.configure_mesh().x_labels(0).y_labels(0).draw()?;
+    chart.plotting_area().fill(&WHITE.mix(0.0))?;
     chart.draw_series(LineSeries::new(losses.iter().copied(), &RED))?;
     // Right: held-out query accuracy in [0, 1], with a line at 0.99.
     let mut chart = ChartBuilder::on(&right).margin(15).build_cartesian_2d(0..last, 0.0..1.0)?;
-    chart.configure_mesh().x_labels(0).y_labels(0).draw()?;
     chart.draw_series(LineSeries::new([(0, 0.99), (last, 0.99)], &BLACK.mix(0.3)))?;
     chart.draw_series(LineSeries::new(accs.iter().copied(), &BLUE))?;
     root.present()?;
@@ -413,12 +412,17 @@ fn main() -> Result<()> {
             let acc = evaluate(&model, &test)?;
             accs.push((step, acc));
             best = f64::max(best, acc);
-            bar.println(format!(
+            let line = format!(
                 "step {:5}  loss {loss:.4}  held-out query accuracy {:6.2}%  ({:.0} s)",
                 step + 1,
                 100.0 * acc,
                 start.elapsed().as_secs_f64()
-            ));
+            );
+            if bar.is_hidden() {
+                println!("{line}");
+            } else {
+                bar.println(line);
+            }
             if acc >= c.stop_at {
                 break;
             }
