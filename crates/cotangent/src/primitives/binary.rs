@@ -94,7 +94,29 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
         Divide => m!(|x, y| x / y),
-        FloorDivide => m!(|x, y| (x / y).floor()),
+        FloorDivide => m!(|x: T, y: T| {
+            // numpy's npy_divmod: exact for infinite divisors and signed zeros
+            if y == T::ZERO {
+                return x / y;
+            }
+            let m = x % y;
+            let mut div = (x - m) / y;
+            if m != T::ZERO && ((y < T::ZERO) != (m < T::ZERO)) {
+                div = div - T::ONE;
+            }
+            if div != T::ZERO {
+                let f = div.floor();
+                if div - f > T::of(0.5) {
+                    f + T::ONE
+                } else {
+                    f
+                }
+            } else if (x / y).is_sign_neg() {
+                -T::ZERO
+            } else {
+                T::ZERO
+            }
+        }),
         Remainder => m!(|x: T, y: T| {
             let r = x % y;
             if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
