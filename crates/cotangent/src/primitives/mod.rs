@@ -3,6 +3,8 @@
 pub mod binary;
 pub mod graph;
 pub mod index;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod shape;
 pub mod unary;
