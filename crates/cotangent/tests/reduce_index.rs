@@ -699,3 +699,196 @@ fn one_hot_forward() {
     let b = ct::one_hot(&Array::from_slice(&[2u8], &[1]), 3, DType::Bool);
     assert_eq!(b.to_vec::<bool>().unwrap(), vec![false, false, true]);
 }
+
+// ----- transforms: VJP/JVP against central finite differences (f64), vmap against loops -------
+
+fn vals(a: &Array) -> Vec<f64> {
+    a.to_f64_vec().unwrap()
+}
+
+fn rand_array(rng: &mut Lcg, shape: &[usize], lo: f64, hi: f64) -> Array {
+    let v: Vec<f64> = (0..numel(shape)).map(|_| lo + (hi - lo) * (rng.f() + 2.0) / 4.0).collect();
+    Array::from_vec(v, shape)
+}
+
+/// vjp and jvp of `f` at `xs` against central differences of `sum(f(xs) * w)`, `w` random.
+fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
+    let mut rng = Lcg(77);
+    let out = f(xs);
+    let w = rand_array(&mut rng, out.shape(), -1.0, 1.0);
+    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
+    let eps = 1e-6;
+    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
+    for (i, x) in xs.iter().enumerate() {
+        if x.dtype() != DType::F64 {
+            continue; // integer inputs (indices) are constants
+        }
+        let base = vals(x);
+        let mut fd = vec![0.0; base.len()];
+        for k in 0..base.len() {
+            let (mut p, mut m) = (base.clone(), base.clone());
+            p[k] += eps;
+            m[k] -= eps;
+            let (mut xp, mut xm) = (xs.to_vec(), xs.to_vec());
+            xp[i] = Array::from_vec(p, x.shape());
+            xm[i] = Array::from_vec(m, x.shape());
+            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
+        }
+        assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
+        assert_close(&vals(&vjps[i]), &fd, 1e-5, &format!("{name}: vjp input {i}"));
+        let t = rand_array(&mut rng, x.shape(), -1.0, 1.0);
+        let tangents: Vec<Array> =
+            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
+        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
+        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
+        let rhs: f64 = fd.iter().zip(vals(&t)).map(|(a, b)| a * b).sum();
+        assert!((lhs - rhs).abs() < 1e-5 * (1.0 + rhs.abs()), "{name}: jvp input {i}: {lhs} vs {rhs}");
+    }
+}
+
+#[test]
+fn reduction_grads() {
+    let mut rng = Lcg(12);
+    let x = rand_array(&mut rng, &[3, 4, 2], -2.0, 2.0);
+    let xt = x.transpose(&[2, 0, 1]); // a strided input of shape [2, 3, 4]
+    let pos = rand_array(&mut rng, &[3, 5], 0.5, 1.5);
+    check_grads("logsumexp[-1]", |x| x[0].logsumexp(&[-1], false), &[x.clone()]);
+    check_grads("logsumexp[0,2] keepdims", |x| x[0].logsumexp(&[0, 2], true), &[xt.clone()]);
+    check_grads("logsumexp_all", |x| x[0].logsumexp_all(), &[x.clone()]);
+    check_grads("softmax[-1]", |x| x[0].softmax(&[-1]), &[x.clone()]);
+    check_grads("softmax[0,1] strided", |x| x[0].softmax(&[0, 1]), &[xt.clone()]);
+    check_grads("var ddof=1", |x| x[0].var(&[1], false, 1), &[x.clone()]);
+    check_grads("std[0,2]", |x| x[0].std(&[0, -1], true, 0), &[x.clone()]);
+    for reverse in [false, true] {
+        for inclusive in [true, false] {
+            let n = format!("reverse={reverse} inclusive={inclusive}");
+            check_grads(&format!("cumsum {n}"), move |x| x[0].cumsum_opts(1, reverse, inclusive), &[x.clone()]);
+            check_grads(&format!("cumsum strided {n}"), move |x| x[0].cumsum_opts(-1, reverse, inclusive), &[xt.clone()]);
+            check_grads(&format!("cumprod {n}"), move |x| x[0].cumprod_opts(-1, reverse, inclusive), &[pos.clone()]);
+            check_grads(&format!("cumprod axis0 {n}"), move |x| x[0].cumprod_opts(0, reverse, inclusive), &[pos.clone()]);
+        }
+    }
+    // argmax is a constant: the gradient of x[argmax] is one-hot at the argmax
+    let g = ct::grad(|x: &[Array]| x[0].take_along_axis(&x[0].argmax(1, true), 1).sum_all())(&[x.clone()]).unwrap();
+    let am = x.argmax(1, false);
+    let want = ct::one_hot(&am, 4, DType::F64).moveaxis(-1, 1);
+    assert_eq!(vals(&g[0]), vals(&want));
+    // second order: the softmax VJP rule is itself differentiable
+    let w = rand_array(&mut rng, &[3, 4, 2], -1.0, 1.0);
+    check_grads(
+        "grad of softmax",
+        move |x| ct::grad({
+            let w = w.clone();
+            move |x: &[Array]| (x[0].softmax(&[1]) * &w).sum_all()
+        })(x)
+        .unwrap()
+        .remove(0),
+        &[x.clone()],
+    );
+}
+
+#[test]
+fn index_grads() {
+    let mut rng = Lcg(13);
+    let x = rand_array(&mut rng, &[4, 5], -1.0, 1.0);
+    let idx = Array::from_slice(&[0i32, -1, 3, 3, 1, 0], &[2, 3]); // duplicates accumulate
+    let i2 = idx.clone();
+    check_grads("take axis 1", move |x| x[0].take(&i2, 1), &[x.clone()]);
+    let i2 = idx.clone();
+    check_grads("take axis 0 strided", move |x| x[0].t().take(&i2, 0), &[x.clone()]);
+    let ia = Array::from_slice(&[4i64, 0, 0, 2, 1, 1, -1, 3], &[4, 2]);
+    let i2 = ia.clone();
+    check_grads("take_along_axis", move |x| x[0].take_along_axis(&i2, 1), &[x.clone()]);
+    let ib = Array::from_slice(&[2i64, 0, 4], &[1, 3]); // broadcast over axis 0
+    check_grads("take_along_axis broadcast", move |x| x[0].take_along_axis(&ib, -1), &[x.clone()]);
+    // put with duplicates: only the last writer of a position gets gradient
+    let v = rand_array(&mut rng, &[4, 2], -1.0, 1.0);
+    let ip = Array::from_slice(&[1i64, 1, 0, 3, 2, 2, 4, 0], &[4, 2]);
+    let i2 = ip.clone();
+    check_grads("put_along_axis", move |a| a[0].put_along_axis(&i2, &a[1], 1), &[x.clone(), v.clone()]);
+    let i2 = ip.clone();
+    check_grads("scatter_add_along_axis", move |a| a[0].scatter_add_along_axis(&i2, &a[1], 1), &[x.clone(), v.clone()]);
+    let u = rand_array(&mut rng, &[2, 3, 5], -1.0, 1.0);
+    check_grads("scatter_add", move |a| a[0].scatter_add(&idx, &a[1], 0), &[x.clone(), u]);
+    // the put VJP for duplicates, explicitly: value 0 at position 1 is overwritten by value 1
+    let (_, g) = ct::vjp(
+        |a: &[Array]| a[0].put_along_axis(&Array::from_slice(&[1i32, 1], &[2]), &a[1], 0),
+        &[ct::zeros(&[3], DType::F64), ct::zeros(&[2], DType::F64)],
+        &[Array::from_slice(&[1.0f64, 2.0, 3.0], &[3])],
+    )
+    .unwrap();
+    assert_eq!(vals(&g[0]), vec![1.0, 0.0, 3.0]);
+    assert_eq!(vals(&g[1]), vec![0.0, 2.0]);
+}
+
+/// `f` vmapped with `in_axes` equals `f` applied to each batch element (outputs stacked on 0).
+fn check_vmap(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array], in_axes: &[Option<isize>]) {
+    let batched = ct::vmap(f.clone(), in_axes, &[Some(0)]);
+    let out = batched(xs).unwrap().remove(0);
+    let b = xs.iter().zip(in_axes).find_map(|(x, a)| a.map(|a| x.dim(a))).unwrap();
+    assert_eq!(out.shape()[0], b, "{name}: batch size");
+    let got = vals(&out);
+    let per = got.len() / b.max(1);
+    for k in 0..b {
+        let args: Vec<Array> = xs
+            .iter()
+            .zip(in_axes)
+            .map(|(x, a)| match a {
+                Some(a) => x.take(&Array::scalar(k as i32), *a),
+                None => x.clone(),
+            })
+            .collect();
+        let r = f(&args);
+        assert_eq!(r.shape(), &out.shape()[1..], "{name}: element shape");
+        assert_close(&got[k * per..(k + 1) * per], &vals(&r), 1e-12, &format!("{name}: batch {k}"));
+    }
+}
+
+#[test]
+fn vmap_rules_match_loops() {
+    let mut rng = Lcg(14);
+    let x = rand_array(&mut rng, &[3, 4, 5], -2.0, 2.0); // batch on axis 1 (size 4)
+    let b1 = [Some(1isize)];
+    check_vmap("logsumexp", |x| x[0].logsumexp(&[-1], false), &[x.clone()], &b1);
+    check_vmap("logsumexp two axes", |x| x[0].logsumexp(&[0, 1], true), &[x.clone()], &b1);
+    check_vmap("softmax", |x| x[0].softmax(&[0]), &[x.clone()], &b1);
+    check_vmap("cumsum", |x| x[0].cumsum_opts(-1, true, false), &[x.clone()], &b1);
+    check_vmap("cumprod", |x| x[0].cumprod(0), &[x.clone()], &b1);
+    check_vmap("argmax", |x| x[0].argmax(-1, false), &[x.clone()], &b1);
+    check_vmap("argmin", |x| x[0].argmin(0, true), &[x.clone()], &b1);
+    check_vmap("all", |x| x[0].greater(0.0).all(&[0], false), &[x.clone()], &b1);
+    check_vmap("any", |x| x[0].greater(1.5).any(&[-1], true), &[x.clone()], &b1);
+    check_vmap("var", |x| x[0].var(&[0], false, 1), &[x.clone()], &b1);
+    // indexing: batched data, batched indices, or both
+    let idx = Array::from_slice(&[0i32, 4, -1, 2, 2, 1], &[2, 3]);
+    let bidx = Array::from_slice(&[0i64, 1, 2, 4, 3, 3, 0, 0, 1, -2, 4, 4], &[4, 3]); // batch on 0
+    check_vmap("take data", move |a| a[0].take(&a[1], -1), &[x.clone(), idx.clone()], &[Some(1), None]);
+    check_vmap("take indices", move |a| a[0].take(&a[1], 2), &[x.clone(), bidx.clone()], &[None, Some(0)]);
+    check_vmap("take both", move |a| a[0].take(&a[1], 1), &[x.clone(), bidx.clone()], &[Some(1), Some(0)]);
+    let ia = Array::from_slice(&[0i32, 4, 1, 1, 3, 2], &[3, 2]); // along axis 1 of a [3, 5] slice
+    let v = rand_array(&mut rng, &[3, 4, 2], -1.0, 1.0); // batch on axis 1
+    check_vmap("take_along_axis", move |a| a[0].take_along_axis(&a[1], 1), &[x.clone(), ia.clone()], &[Some(1), None]);
+    check_vmap(
+        "put_along_axis values batched",
+        move |a| a[0].put_along_axis(&a[1], &a[2], 1),
+        &[ct::zeros(&[3, 5], DType::F64), ia.clone(), v.clone()],
+        &[None, None, Some(1)],
+    );
+    check_vmap(
+        "scatter_add_along_axis all batched",
+        move |a| a[0].scatter_add_along_axis(&a[1], &a[2], -1),
+        &[x.clone(), ia.expand_dims(&[0]).broadcast_to(&[4, 3, 2]), v.clone()],
+        &[Some(1), Some(0), Some(1)],
+    );
+    let u = rand_array(&mut rng, &[4, 3, 2, 3], -1.0, 1.0);
+    check_vmap(
+        "scatter_add",
+        move |a| a[0].scatter_add(&a[1], &a[2], 1),
+        &[ct::zeros(&[3, 5], DType::F64), idx.clone(), u.clone()],
+        &[None, None, Some(0)],
+    );
+    // vmap of grad through a gather
+    let g = ct::vmap(ct::grad(|a: &[Array]| a[0].logsumexp_all()), &[Some(0)], &[Some(0)]);
+    let xs = rand_array(&mut rng, &[3, 6], -1.0, 1.0);
+    assert_close(&vals(&g(&[xs.clone()]).unwrap()[0]), &vals(&xs.softmax(&[-1])), 1e-12, "vmap(grad(logsumexp))");
+}
