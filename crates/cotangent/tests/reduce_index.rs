@@ -150,7 +150,11 @@ fn ref_scan(data: &[f64], shape: &[usize], axis: usize, prod: bool, reverse: boo
         let idx = unravel(i, shape);
         let mut acc = if prod { 1.0 } else { 0.0 };
         for k in 0..n {
-            let inside = if reverse { k > idx[axis] || (inclusive && k == idx[axis]) } else { k < idx[axis] || (inclusive && k == idx[axis]) };
+            let inside = if reverse {
+                k > idx[axis] || (inclusive && k == idx[axis])
+            } else {
+                k < idx[axis] || (inclusive && k == idx[axis])
+            };
             if inside {
                 let mut j = idx.clone();
                 j[axis] = k;
@@ -473,7 +477,12 @@ fn f16_sum_and_friends() {
             assert_close(&s.to_f64_vec().unwrap(), &want, 2e-3, "f16 sum");
             let l = x.logsumexp(&axes, false);
             assert_eq!(l.dtype(), DType::F16);
-            assert_close(&l.to_f64_vec().unwrap(), &g.iter().map(|g| ref_logsumexp(g)).collect::<Vec<_>>(), 2e-3, "f16 lse");
+            assert_close(
+                &l.to_f64_vec().unwrap(),
+                &g.iter().map(|g| ref_logsumexp(g)).collect::<Vec<_>>(),
+                2e-3,
+                "f16 lse",
+            );
         }
         let c = x.cumsum(1);
         assert_close(&c.to_f64_vec().unwrap(), &ref_scan(&hd, &shape, 1, false, false, true), 4e-3, "f16 cumsum");
@@ -583,8 +592,8 @@ fn take_along_axis_forward() {
     let cases: &[(&[usize], &[usize], usize)] = &[
         (&[3, 4], &[3, 2], 1),
         (&[3, 4], &[5, 4], 0),
-        (&[3, 4], &[1, 6], 1),  // indices broadcast over axis 0
-        (&[1, 4], &[3, 2], 1),  // array broadcasts over axis 0
+        (&[3, 4], &[1, 6], 1), // indices broadcast over axis 0
+        (&[1, 4], &[3, 2], 1), // array broadcasts over axis 0
         (&[2, 3, 4], &[2, 3, 1], 2),
         (&[2, 3, 4], &[2, 0, 4], 1),
     ];
@@ -652,7 +661,10 @@ fn put_and_scatter_along_axis_forward() {
     assert_eq!(x.put_along_axis(&ind, &v, 0).to_vec::<i32>().unwrap(), vec![0, 8, 0, 6]);
     assert_eq!(x.scatter_add_along_axis(&ind, &v, 0).to_vec::<i32>().unwrap(), vec![0, 20, 0, 6]);
     let one = Array::scalar(1.5f64);
-    assert_eq!(x.astype(DType::F32).scatter_add_along_axis(&ind, &one, -1).to_vec::<f32>().unwrap(), vec![0.0, 4.5, 0.0, 1.5]);
+    assert_eq!(
+        x.astype(DType::F32).scatter_add_along_axis(&ind, &one, -1).to_vec::<f32>().unwrap(),
+        vec![0.0, 4.5, 0.0, 1.5]
+    );
 }
 
 #[test]
@@ -763,9 +775,17 @@ fn reduction_grads() {
         for inclusive in [true, false] {
             let n = format!("reverse={reverse} inclusive={inclusive}");
             check_grads(&format!("cumsum {n}"), move |x| x[0].cumsum_opts(1, reverse, inclusive), &[x.clone()]);
-            check_grads(&format!("cumsum strided {n}"), move |x| x[0].cumsum_opts(-1, reverse, inclusive), &[xt.clone()]);
+            check_grads(
+                &format!("cumsum strided {n}"),
+                move |x| x[0].cumsum_opts(-1, reverse, inclusive),
+                &[xt.clone()],
+            );
             check_grads(&format!("cumprod {n}"), move |x| x[0].cumprod_opts(-1, reverse, inclusive), &[pos.clone()]);
-            check_grads(&format!("cumprod axis0 {n}"), move |x| x[0].cumprod_opts(0, reverse, inclusive), &[pos.clone()]);
+            check_grads(
+                &format!("cumprod axis0 {n}"),
+                move |x| x[0].cumprod_opts(0, reverse, inclusive),
+                &[pos.clone()],
+            );
         }
     }
     // argmax is a constant: the gradient of x[argmax] is one-hot at the argmax
@@ -777,12 +797,14 @@ fn reduction_grads() {
     let w = rand_array(&mut rng, &[3, 4, 2], -1.0, 1.0);
     check_grads(
         "grad of softmax",
-        move |x| ct::grad({
-            let w = w.clone();
-            move |x: &[Array]| (x[0].softmax(&[1]) * &w).sum_all()
-        })(x)
-        .unwrap()
-        .remove(0),
+        move |x| {
+            ct::grad({
+                let w = w.clone();
+                move |x: &[Array]| (x[0].softmax(&[1]) * &w).sum_all()
+            })(x)
+            .unwrap()
+            .remove(0)
+        },
         &[x.clone()],
     );
 }
@@ -822,7 +844,12 @@ fn index_grads() {
 }
 
 /// `f` vmapped with `in_axes` equals `f` applied to each batch element (outputs stacked on 0).
-fn check_vmap(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array], in_axes: &[Option<isize>]) {
+fn check_vmap(
+    name: &str,
+    f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static,
+    xs: &[Array],
+    in_axes: &[Option<isize>],
+) {
     let batched = ct::vmap(f.clone(), in_axes, &[Some(0)]);
     let out = batched(xs).unwrap().remove(0);
     let b = xs.iter().zip(in_axes).find_map(|(x, a)| a.map(|a| x.dim(a))).unwrap();
