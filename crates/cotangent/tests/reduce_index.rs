@@ -1,6 +1,7 @@
 //! Reductions (var/std, all/any, argmax/argmin, logsumexp, softmax, cumsum/cumprod) and indexing
 //! (take, take_along_axis, put_along_axis, scatter_add, one_hot): forward values against f64
 //! reference loops written here, on random inputs from a small deterministic LCG.
+#![allow(clippy::cloned_ref_to_slice_refs)] // `&[x.clone()]` reads better in tests
 use cotangent::{self as ct, Array, DType};
 use half::f16;
 
@@ -441,7 +442,7 @@ fn cumsum_cumprod_forward() {
                                 let wp = ref_scan(&hd, shape, axis, true, reverse, inclusive);
                                 assert_close(&s.to_f64_vec().unwrap(), &ws, tol, &format!("cumsum {what}"));
                                 assert_close(&p.to_f64_vec().unwrap(), &wp, tol, &format!("cumprod {what}"));
-                                if reverse == false && inclusive {
+                                if !reverse && inclusive {
                                     assert_close(&x.cumsum(ax).to_f64_vec().unwrap(), &ws, tol, &what);
                                     assert_close(&ct::cumprod(&x, ax).to_f64_vec().unwrap(), &wp, tol, &what);
                                 }
