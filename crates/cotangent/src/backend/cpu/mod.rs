@@ -2,7 +2,10 @@
 pub mod buffer;
 pub mod copy;
 pub mod elementwise;
+pub mod gather;
 pub mod math;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod strided;
 
