@@ -94,7 +94,27 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
         Divide => m!(|x, y| x / y),
-        FloorDivide => m!(|x, y| (x / y).floor()),
+        // numpy's divmod-based floor division, consistent with `remainder`
+        // (`x == y * (x // y) + x % y`), e.g. `1 // -inf == -1`, not `floor(1 / -inf) == -0`.
+        FloorDivide => m!(|x: T, y: T| {
+            if y == T::ZERO {
+                return x / y;
+            }
+            let md = x % y;
+            let mut div = (x - md) / y;
+            if md != T::ZERO && ((y < T::ZERO) != (md < T::ZERO)) {
+                div = div - T::ONE;
+            }
+            if div == T::ZERO {
+                return if x / y < T::ZERO { -T::ZERO } else { T::ZERO };
+            }
+            let fl = div.floor();
+            if div - fl > T::of(0.5) {
+                fl + T::ONE
+            } else {
+                fl
+            }
+        }),
         Remainder => m!(|x: T, y: T| {
             let r = x % y;
             if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
