@@ -338,13 +338,40 @@ fn describe_inputs(inputs: &[Json], pre: Option<&Json>) -> String {
     parts.join(", ")
 }
 
+/// Seconds one case may take before it is reported as hanging.
+const CASE_TIMEOUT_S: u64 = 20;
+
+/// Build the inputs of a case, apply its op and compare. `None`: op not wired.
+fn run_case(case: &Json) -> Option<Result<(), String>> {
+    let inputs = case.get("inputs").unwrap().arr();
+    let pre = case.get("pre");
+    let ins: Vec<Option<Opnd>> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            build_input(j).map(|x| match pre {
+                Some(p) => apply_pre(x, &p.arr()[i]),
+                None => x,
+            })
+        })
+        .collect();
+    let op = case.get("op").unwrap().str();
+    apply(op, &ins, &P(case.get("params").unwrap())).map(|y| {
+        let rtol = case.get("rtol").unwrap().f64();
+        let atol = case.get("atol").unwrap().f64();
+        compare(&y, case.get("expected").unwrap(), rtol, atol)
+    })
+}
+
 #[test]
 fn golden_forward_values() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/golden.json");
     let src = std::fs::read_to_string(path).expect("reading golden.json");
     let doc = Json::parse(&src).expect("parsing golden.json");
     let cases = doc.get("cases").expect("cases").arr();
+    let verbose = std::env::var("GOLDEN_VERBOSE").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
+    let mut hung: BTreeMap<String, usize> = BTreeMap::new();
     let mut not_covered: BTreeMap<String, usize> = BTreeMap::new();
     let mut covered: BTreeMap<String, usize> = BTreeMap::new();
     for case in cases {
@@ -353,22 +380,34 @@ fn golden_forward_values() {
         let inputs = case.get("inputs").unwrap().arr();
         let pre = case.get("pre");
         let params = case.get("params").unwrap();
+        if verbose {
+            eprintln!("golden: running {id}");
+        }
         let what = || format!("{id} {op}({}) params {params}", describe_inputs(inputs, pre));
-        let run = catch_unwind(AssertUnwindSafe(|| {
-            let ins: Vec<Option<Opnd>> = inputs
-                .iter()
-                .enumerate()
-                .map(|(i, j)| build_input(j).map(|x| match pre {
-                    Some(p) => apply_pre(x, &p.arr()[i]),
-                    None => x,
-                }))
-                .collect();
-            apply(op, &ins, &P(params)).map(|y| {
-                let rtol = case.get("rtol").unwrap().f64();
-                let atol = case.get("atol").unwrap().f64();
-                compare(&y, case.get("expected").unwrap(), rtol, atol)
-            })
-        }));
+        if hung.contains_key(op) {
+            *hung.get_mut(op).unwrap() += 1;
+            continue;
+        }
+        // Each case runs on its own thread so that a kernel that never returns is reported
+        // (and its op's remaining cases skipped) instead of hanging the whole suite.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = case.clone();
+        std::thread::spawn(move || {
+            let r = catch_unwind(AssertUnwindSafe(|| run_case(&owned)));
+            let _ = tx.send(r);
+        });
+        let run = match rx.recv_timeout(std::time::Duration::from_secs(CASE_TIMEOUT_S)) {
+            Ok(r) => r,
+            Err(_) => {
+                *covered.entry(op.to_string()).or_default() += 1;
+                failures.push(format!(
+                    "{}: did not finish within {CASE_TIMEOUT_S} s (hang?); remaining {op} cases skipped",
+                    what()
+                ));
+                hung.insert(op.to_string(), 0);
+                continue;
+            }
+        };
         match run {
             Ok(None) => *not_covered.entry(op.to_string()).or_default() += 1,
             Ok(Some(r)) => {
@@ -400,6 +439,9 @@ fn golden_forward_values() {
             "golden: NOT YET COVERED (op not wired in tests/golden.rs / not in the crate): {}",
             not_covered.iter().map(|(k, v)| format!("{k} ({v} cases)")).collect::<Vec<_>>().join(", ")
         );
+    }
+    for (op, n) in &hung {
+        failures.push(format!("{op}: {n} more cases skipped after a hang"));
     }
     let strict = std::env::var("GOLDEN_STRICT").is_ok_and(|v| v == "1");
     assert!(

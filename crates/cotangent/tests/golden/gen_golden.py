@@ -742,9 +742,17 @@ def gen_creation():
 GENERATORS = [gen_unary, gen_binary, gen_select_clip, gen_astype, gen_reduce, gen_shape, gen_creation]
 
 
+def has_zero(case):
+    return any(isinstance(i, dict) and "data" in i and any(v in (0, 0.0, False) for v in i["data"])
+               for i in case["inputs"])
+
+
 def main():
     for g in GENERATORS:
         g()
+    # cases feeding an exact 0 to erf / erfinv last: a kernel that hangs on them (the Rust test
+    # skips an op's remaining cases after a hang) must not hide the other values
+    CASES.sort(key=lambda c: c["op"] in ("erf", "erfinv") and has_zero(c))
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.json")
     lines = ",\n".join(json.dumps(c, separators=(",", ":"), allow_nan=False) for c in CASES)
     with open(out, "w") as f:
