@@ -123,20 +123,12 @@ impl Array {
         Array { node: Arc::new(node), index: 0 }
     }
 
-    /// A leaf that shares this array's computed data, marked with a trace token.
-    pub(crate) fn traced_leaf(&self, token: &Arc<TraceToken>) -> Array {
-        let data = self.node.data.get().and_then(|r| r.as_ref().ok()).map(|d| d[self.index].clone());
-        let node = Node {
-            kind: if data.is_some() { NodeKind::Leaf } else { NodeKind::Placeholder },
-            inputs: Mutex::new(Vec::new()),
-            specs: smallvec::smallvec![self.spec().clone()],
-            data: match data {
-                Some(d) => OnceLock::from(Ok(smallvec::smallvec![d])),
-                None => OnceLock::new(),
-            },
-            traces: smallvec::smallvec![token.clone()],
-        };
-        Array { node: Arc::new(node), index: 0 }
+    /// This freshly built single-output array with `token` added to its node's traces.
+    pub(crate) fn add_trace(self, token: &Arc<TraceToken>) -> Array {
+        let Array { node, index } = self;
+        let mut node = Arc::into_inner(node).expect("add_trace on a shared node");
+        node.traces.push(token.clone());
+        Array { node: Arc::new(node), index }
     }
 
     /// A data-less stand-in of the given shape and dtype (vmap tracing).

@@ -1,0 +1,236 @@
+//! Transform tests: VJP/JVP against central finite differences in f64, compositions, vmap
+//! against loops, threads.
+use cotangent::{self as ct, Array, DType};
+
+/// A small deterministic generator for test inputs.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+    }
+    fn array(&mut self, shape: &[usize], lo: f64, hi: f64) -> Array {
+        let n: usize = shape.iter().product();
+        Array::from_vec((0..n).map(|_| lo + (hi - lo) * self.next()).collect::<Vec<f64>>(), shape)
+    }
+}
+
+fn vals(a: &Array) -> Vec<f64> {
+    a.astype(DType::F64).to_vec::<f64>().unwrap()
+}
+
+fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
+    }
+}
+
+/// Check vjp and jvp of `f` at `xs` against central differences of the scalar
+/// `sum(f(xs) * w)` for a random weighting `w`.
+fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
+    let mut rng = Lcg(7);
+    let out = f(xs);
+    let w = rng.array(out.shape(), -1.0, 1.0);
+    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
+    let eps = 1e-6;
+    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
+    for (i, x) in xs.iter().enumerate() {
+        let base = vals(x);
+        let mut fd = vec![0.0; base.len()];
+        for k in 0..base.len() {
+            let mut p = base.clone();
+            p[k] += eps;
+            let mut m = base.clone();
+            m[k] -= eps;
+            let mut xp = xs.to_vec();
+            xp[i] = Array::from_vec(p, x.shape());
+            let mut xm = xs.to_vec();
+            xm[i] = Array::from_vec(m, x.shape());
+            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
+        }
+        assert_close(&vals(&vjps[i]), &fd, 1e-5, &format!("{name}: vjp input {i}"));
+        // jvp with a random tangent on input i equals fd · tangent
+        let t = rng.array(x.shape(), -1.0, 1.0);
+        let tangents: Vec<Array> =
+            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
+        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
+        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
+        let rhs: f64 = fd.iter().zip(vals(&t)).map(|(a, b)| a * b).sum();
+        assert!((lhs - rhs).abs() < 1e-5 * (1.0 + rhs.abs()), "{name}: jvp input {i}: {lhs} vs {rhs}");
+    }
+}
+
+#[test]
+fn unary_grads() {
+    let mut rng = Lcg(1);
+    let x = rng.array(&[3, 4], 0.2, 0.9);
+    macro_rules! check {
+        ($($op:ident),*) => {$(check_grads(stringify!($op), |x: &[Array]| x[0].$op(), &[x.clone()]);)*};
+    }
+    check!(
+        negative, abs, exp, expm1, log, log1p, log2, sqrt, rsqrt, square, reciprocal, sin, cos, tan, tanh, sinh, cosh,
+        arcsin, arccos, arctan, sigmoid, erf, erfinv
+    );
+}
+
+#[test]
+fn binary_grads_with_broadcast() {
+    let mut rng = Lcg(2);
+    let a = rng.array(&[3, 1, 4], 0.5, 1.5);
+    let b = rng.array(&[2, 1], 0.5, 1.5);
+    macro_rules! check {
+        ($($op:ident),*) => {$(check_grads(stringify!($op), |x: &[Array]| x[0].$op(&x[1]), &[a.clone(), b.clone()]);)*};
+    }
+    check!(add, subtract, multiply, divide, power, maximum, minimum, arctan2, logaddexp, remainder);
+    check_grads("select", |x: &[Array]| ct::select(&x[0].greater(&x[1]), &x[0], &x[1]), &[a.clone(), b.clone()]);
+}
+
+#[test]
+fn reduce_and_shape_grads() {
+    let mut rng = Lcg(3);
+    let x = rng.array(&[2, 3, 4], 0.5, 1.5);
+    check_grads("sum", |x: &[Array]| x[0].sum(&[-1, 0], true), &[x.clone()]);
+    check_grads("prod", |x: &[Array]| x[0].prod(&[1], false), &[x.clone()]);
+    check_grads("max", |x: &[Array]| x[0].max(&[2], false), &[x.clone()]);
+    check_grads("min", |x: &[Array]| x[0].min(&[0, 2], true), &[x.clone()]);
+    check_grads("mean", |x: &[Array]| x[0].mean(&[1], false), &[x.clone()]);
+    check_grads("reshape", |x: &[Array]| x[0].reshape(&[4, -1]).exp(), &[x.clone()]);
+    check_grads("transpose", |x: &[Array]| x[0].transpose(&[2, 0, 1]).sin(), &[x.clone()]);
+    check_grads("broadcast", |x: &[Array]| x[0].sum(&[0], true).broadcast_to(&[5, 2, 3, 4]).cos(), &[x.clone()]);
+    // through a cast the cotangent is cast back (f32 rounding makes finite differences useless here)
+    let (_, g) =
+        ct::vjp(|x: &[Array]| x[0].astype(DType::F32), &[x.clone()], &[ct::full(&[2, 3, 4], 0.25, DType::F32)])
+            .unwrap();
+    assert_eq!(g[0].dtype(), DType::F64);
+    assert_eq!(vals(&g[0]), vec![0.25; 24]);
+}
+
+#[test]
+fn grad_of_grad_and_hvp() {
+    // f(x) = sum(x^3 + sin(x)) -> f'' = 6x - sin(x)
+    let f = |x: &[Array]| (x[0].power(3.0) + x[0].sin()).sum_all();
+    let x = Array::from_slice(&[0.5f64, -1.0, 2.0], &[3]);
+    let d2 = ct::grad(move |x: &[Array]| ct::grad(f)(x).map(|g| g[0].sum_all()));
+    let want: Vec<f64> = vals(&x).iter().map(|v| 6.0 * v - v.sin()).collect();
+    assert_close(&vals(&d2(&[x.clone()]).unwrap()[0]), &want, 1e-12, "grad grad");
+    let v = Array::from_slice(&[1.0f64, 2.0, 3.0], &[3]);
+    let hv = ct::hvp(f, &[x.clone()], &[v.clone()]).unwrap();
+    let want: Vec<f64> = vals(&x).iter().zip(vals(&v)).map(|(x, v)| (6.0 * x - x.sin()) * v).collect();
+    assert_close(&vals(&hv[0]), &want, 1e-12, "hvp");
+    let h = ct::hessian(f)(&[x.clone()]).unwrap();
+    assert_eq!(h.shape(), &[3, 3]);
+    let hv = vals(&h);
+    for i in 0..3 {
+        for j in 0..3 {
+            let want = if i == j { 6.0 * vals(&x)[i] - vals(&x)[i].sin() } else { 0.0 };
+            assert!((hv[i * 3 + j] - want).abs() < 1e-12);
+        }
+    }
+}
+
+#[test]
+fn vmap_matches_loop() {
+    let mut rng = Lcg(4);
+    let xs = rng.array(&[3, 5, 4], -1.0, 1.0);
+    let y = rng.array(&[4], -1.0, 1.0);
+    let f = |x: &[Array]| vec![(&x[0] * &x[1]).exp().sum(&[-1], false), x[0].max_all()];
+    for in_ax in [0isize, 1, 2] {
+        let batched = ct::vmap(f, &[Some(in_ax), None], &[Some(0), Some(-1)]);
+        let xm = xs.moveaxis(0, in_ax);
+        let outs = batched(&[xm, y.clone()]).unwrap();
+        assert_eq!(outs[0].shape(), &[3, 5]);
+        assert_eq!(outs[1].shape(), &[3]);
+        for b in 0..3 {
+            let xb = Array::from_vec(vals(&xs)[b * 20..(b + 1) * 20].to_vec(), &[5, 4]);
+            let r = f(&[xb, y.clone()]);
+            assert_close(&vals(&outs[0])[b * 5..(b + 1) * 5], &vals(&r[0]), 1e-12, "vmap out 0");
+            assert_close(&vals(&outs[1])[b..b + 1], &vals(&r[1]), 1e-12, "vmap out 1");
+        }
+    }
+    // nested vmap and an unbatched output broadcast
+    let g = ct::vmap(
+        ct::vmap(|x: &[Array]| vec![x[0].square(), Array::scalar(1.0f64)], &[Some(0)], &[Some(0)]),
+        &[Some(1)],
+        &[Some(0)],
+    );
+    let x = rng.array(&[2, 3], -1.0, 1.0);
+    let o = g(&[x.clone()]).unwrap();
+    assert_eq!(o[0].shape(), &[3, 2]);
+    assert_close(&vals(&o[0]), &vals(&x.t().square()), 1e-15, "nested");
+    assert_eq!(vals(&o[1]), vec![1.0; 6]);
+}
+
+#[test]
+fn vmap_of_grad_and_grad_of_vmap() {
+    let mut rng = Lcg(5);
+    let xs = rng.array(&[4, 3], -1.0, 1.0);
+    let f = |x: &[Array]| x[0].sin().sum_all();
+    let per_example = ct::vmap(ct::grad(f), &[Some(0)], &[Some(0)]);
+    let g = per_example(&[xs.clone()]).unwrap();
+    assert_close(&vals(&g[0]), &vals(&xs.cos()), 1e-14, "vmap grad");
+    let gv = ct::grad(move |x: &[Array]| ct::vmap(f, &[Some(0)], &[Some(0)])(x).map(|o| o[0].sum_all()));
+    assert_close(&vals(&gv(&[xs.clone()]).unwrap()[0]), &vals(&xs.cos()), 1e-14, "grad vmap");
+}
+
+#[test]
+fn errors_are_clear() {
+    let x = Array::from_slice(&[1.0f64, 2.0], &[2]);
+    let e = ct::grad(|x: &[Array]| x[0].exp())(&[x.clone()]).unwrap_err();
+    assert!(e.to_string().contains("scalar"), "{e}");
+    let e = ct::vjp(|x: &[Array]| x[0].exp(), &[x.clone()], &[Array::scalar(1.0f64)]).unwrap_err();
+    assert!(e.to_string().contains("shape"), "{e}");
+    let e = ct::jvp(|x: &[Array]| x[0].exp(), &[x.clone()], &[]).unwrap_err();
+    assert!(e.to_string().contains("tangents"), "{e}");
+}
+
+#[test]
+fn stop_gradient_and_constants() {
+    let x = Array::scalar(3.0f64);
+    let g = ct::grad(|x: &[Array]| &x[0] * ct::stop_gradient(&x[0]))(&[x.clone()]).unwrap();
+    assert_eq!(g[0].item::<f64>().unwrap(), 3.0);
+}
+
+#[test]
+fn long_chain_grad() {
+    let f = |x: &[Array]| {
+        let mut y = x[0].clone();
+        for _ in 0..100_000 {
+            y = &y * 1.0000001 + 0.0;
+        }
+        y.sum_all()
+    };
+    let g = ct::grad(f)(&[Array::from_slice(&[1.0f64], &[1])]).unwrap();
+    let want = 1.0000001f64.powi(100_000);
+    assert!((g[0].to_vec::<f64>().unwrap()[0] - want).abs() < 1e-9);
+}
+
+#[test]
+fn threads_share_transformed_functions() {
+    let f = |x: &[Array]| (x[0].tanh() * &x[1]).sum_all();
+    let g = ct::grad(f);
+    let v = ct::vmap(g.clone(), &[Some(0), Some(0)], &[Some(0)]);
+    let inputs: Vec<(Array, Array)> = (0..8)
+        .map(|i| {
+            let mut r = Lcg(100 + i);
+            (r.array(&[5, 3], -1.0, 1.0), r.array(&[5, 3], -1.0, 1.0))
+        })
+        .collect();
+    let single: Vec<(Vec<f64>, Vec<f64>)> = inputs
+        .iter()
+        .map(|(a, b)| (vals(&g(&[a.clone(), b.clone()]).unwrap()[0]), vals(&v(&[a.clone(), b.clone()]).unwrap()[0])))
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (g, v, inputs, single) = (g.clone(), v.clone(), &inputs, &single);
+            s.spawn(move || {
+                for k in 0..200 {
+                    let i = (t + k) % 8;
+                    let (a, b) = &inputs[i];
+                    assert_eq!(vals(&g(&[a.clone(), b.clone()]).unwrap()[0]), single[i].0);
+                    assert_eq!(vals(&v(&[a.clone(), b.clone()]).unwrap()[0]), single[i].1);
+                }
+            });
+        }
+    });
+}
