@@ -109,6 +109,9 @@ fn apply_pre(x: Opnd, pre: &Json) -> Opnd {
     let a = x.arr();
     Opnd::A(if let Some(p) = pre.get("transpose") {
         a.transpose(&p.arr().iter().map(|v| v.int() as isize).collect::<Vec<_>>())
+    } else if let Some(s) = pre.get("slice") {
+        let l = |k: &str| s.get(k).unwrap().arr().iter().map(|v| v.int() as isize).collect::<Vec<_>>();
+        a.slice(&l("starts"), &l("stops"), &l("steps"))
     } else if let Some(s) = pre.get("broadcast_to") {
         a.broadcast_to(&shape_of(s))
     } else {
@@ -148,6 +151,8 @@ impl P<'_> {
 /// Apply `op` to the inputs. `None`: the op is not wired here (not implemented in the crate yet).
 fn apply(op: &str, ins: &[Option<Opnd>], p: &P) -> Option<Array> {
     let x = || ins[0].as_ref().expect("input 0").arr();
+    let arr = |i: usize| ins[i].as_ref().expect("array input").arr();
+    let all_arrays = || ins.iter().map(|o| o.as_ref().expect("array input").arr().clone()).collect::<Vec<_>>();
     macro_rules! unary {
         ($($name:ident),*) => {
             match op {
@@ -157,8 +162,36 @@ fn apply(op: &str, ins: &[Option<Opnd>], p: &P) -> Option<Array> {
         };
     }
     unary!(
-        negative, abs, sign, exp, expm1, log, log1p, log2, sqrt, rsqrt, square, reciprocal, sin, cos, tan, tanh, sinh,
-        cosh, arcsin, arccos, arctan, sigmoid, erf, erfinv, floor, ceil, round, logical_not, isnan, isinf
+        negative,
+        abs,
+        sign,
+        exp,
+        expm1,
+        log,
+        log1p,
+        log2,
+        sqrt,
+        rsqrt,
+        square,
+        reciprocal,
+        sin,
+        cos,
+        tan,
+        tanh,
+        sinh,
+        cosh,
+        arcsin,
+        arccos,
+        arctan,
+        sigmoid,
+        erf,
+        erfinv,
+        floor,
+        ceil,
+        round,
+        logical_not,
+        isnan,
+        isinf
     );
     macro_rules! binary {
         ($($name:ident),*) => {
@@ -247,6 +280,73 @@ fn apply(op: &str, ins: &[Option<Opnd>], p: &P) -> Option<Array> {
         "zeros" => ct::zeros(&p.usizes("shape"), p.dtype("dtype")),
         "ones" => ct::ones(&p.usizes("shape"), p.dtype("dtype")),
         "full" => ct::full(&p.usizes("shape"), p.f64("value"), p.dtype("dtype")),
+        "all" => {
+            let (a, k) = axes_kd();
+            x().all(&a, k)
+        }
+        "any" => {
+            let (a, k) = axes_kd();
+            x().any(&a, k)
+        }
+        "var" => {
+            let (a, k) = axes_kd();
+            x().var(&a, k, p.usize("ddof"))
+        }
+        "std" => {
+            let (a, k) = axes_kd();
+            x().std(&a, k, p.usize("ddof"))
+        }
+        "argmax" => x().argmax(p.isize("axis"), p.bool("keepdims")),
+        "argmin" => x().argmin(p.isize("axis"), p.bool("keepdims")),
+        "logsumexp" => {
+            let (a, k) = axes_kd();
+            x().logsumexp(&a, k)
+        }
+        "softmax" => x().softmax(&p.isizes("axes")),
+        "cumsum" => x().cumsum_opts(p.isize("axis"), p.bool("reverse"), p.bool("inclusive")),
+        "cumprod" => x().cumprod_opts(p.isize("axis"), p.bool("reverse"), p.bool("inclusive")),
+        "take" => ct::take(x(), arr(1), p.isize("axis")),
+        "take_along_axis" => ct::take_along_axis(x(), arr(1), p.isize("axis")),
+        "put_along_axis" => ct::put_along_axis(x(), arr(1), arr(2), p.isize("axis")),
+        "scatter_add_along_axis" => ct::scatter_add_along_axis(x(), arr(1), arr(2), p.isize("axis")),
+        "scatter_add" => ct::scatter_add(x(), arr(1), arr(2), p.isize("axis")),
+        "one_hot" => ct::one_hot(x(), p.usize("num_classes"), p.dtype("dtype")),
+        "slice" => ct::slice(x(), &p.isizes("starts"), &p.isizes("stops"), &p.isizes("steps")),
+        "slice_axis" => {
+            let opt = |k: &str| match p.get(k) {
+                Json::Null => None,
+                v => Some(v.int() as isize),
+            };
+            x().slice_axis(p.isize("axis"), opt("start"), opt("stop"), p.isize("step"))
+        }
+        "slice_update" => x().slice_update(arr(1), &p.isizes("starts"), &p.isizes("stops"), &p.isizes("steps")),
+        "flip" => ct::flip(x(), &p.isizes("axes")),
+        "split" => {
+            let pieces = match p.0.get("sections") {
+                Some(n) => x().split(n.int() as usize, p.isize("axis")),
+                None => x().split(p.isizes("indices"), p.isize("axis")),
+            };
+            pieces[p.usize("piece")].clone()
+        }
+        "pad" => {
+            let w: Vec<(usize, usize)> =
+                p.get("widths").arr().iter().map(|w| (w.arr()[0].int() as usize, w.arr()[1].int() as usize)).collect();
+            ct::pad(x(), &w, p.f64("value"))
+        }
+        "tile" => ct::tile(x(), &p.usizes("reps")),
+        "repeat" => ct::repeat(x(), p.usize("repeats"), p.isize("axis")),
+        "concatenate" => ct::concatenate(&all_arrays(), p.isize("axis")),
+        "stack" => ct::stack(&all_arrays(), p.isize("axis")),
+        "matmul" => ct::matmul(x(), arr(1)),
+        "outer" => ct::outer(x(), arr(1)),
+        "tensordot" => match p.get("axes") {
+            Json::Arr(v) => {
+                let l = |j: &Json| j.arr().iter().map(|v| v.int() as isize).collect::<Vec<_>>();
+                ct::tensordot(x(), arr(1), (l(&v[0]), l(&v[1])))
+            }
+            n => ct::tensordot(x(), arr(1), n.int() as usize),
+        },
+        "einsum" => ct::einsum(p.get("spec").str(), &all_arrays()),
         _ => return None,
     })
 }
@@ -428,12 +528,7 @@ fn golden_forward_values() {
         }
     }
     let n_cov: usize = covered.values().sum();
-    eprintln!(
-        "golden: {} cases, {n_cov} run over {} ops, {} failed",
-        cases.len(),
-        covered.len(),
-        failures.len()
-    );
+    eprintln!("golden: {} cases, {n_cov} run over {} ops, {} failed", cases.len(), covered.len(), failures.len());
     if !not_covered.is_empty() {
         eprintln!(
             "golden: NOT YET COVERED (op not wired in tests/golden.rs / not in the crate): {}",
