@@ -94,27 +94,25 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
         Divide => m!(|x, y| x / y),
+        // numpy's divmod-based floor division, consistent with `remainder`
+        // (`x == y * (x // y) + x % y`), e.g. `1 // -inf == -1`, not `floor(1 / -inf) == -0`.
         FloorDivide => m!(|x: T, y: T| {
-            // numpy's npy_divmod: exact for infinite divisors and signed zeros
             if y == T::ZERO {
                 return x / y;
             }
-            let m = x % y;
-            let mut div = (x - m) / y;
-            if m != T::ZERO && ((y < T::ZERO) != (m < T::ZERO)) {
+            let md = x % y;
+            let mut div = (x - md) / y;
+            if md != T::ZERO && ((y < T::ZERO) != (md < T::ZERO)) {
                 div = div - T::ONE;
             }
-            if div != T::ZERO {
-                let f = div.floor();
-                if div - f > T::of(0.5) {
-                    f + T::ONE
-                } else {
-                    f
-                }
-            } else if (x / y).is_sign_neg() {
-                -T::ZERO
+            if div == T::ZERO {
+                return if x / y < T::ZERO { -T::ZERO } else { T::ZERO };
+            }
+            let fl = div.floor();
+            if div - fl > T::of(0.5) {
+                fl + T::ONE
             } else {
-                T::ZERO
+                fl
             }
         }),
         Remainder => m!(|x: T, y: T| {
