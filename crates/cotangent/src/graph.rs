@@ -131,9 +131,7 @@ fn compute(node: &Arc<Node>) {
             )),
             NodeKind::Op(prim) => {
                 for inp in inputs.iter() {
-                    if let Err(e) = inp.computed_data() {
-                        return Err(e);
-                    }
+                    inp.computed_data()?;
                 }
                 let out = prim.eval_cpu(&inputs, &node.specs)?;
                 if out.len() != node.specs.len() {

@@ -540,7 +540,7 @@ fn golden_forward_values() {
     }
     let strict = std::env::var("GOLDEN_STRICT").is_ok_and(|v| v == "1");
     assert!(
-        failures.is_empty() && !(strict && !not_covered.is_empty()),
+        failures.is_empty() && (!strict || not_covered.is_empty()),
         "{} of {n_cov} golden cases failed:\n{}\nnot yet covered: {:?}",
         failures.len(),
         failures.join("\n"),

@@ -355,10 +355,10 @@ fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<
         Power => Partial::Of(if first {
             // b * a^(b-1), with 0 where b == 0 (so 0^0 has derivative 0 as in JAX)
             let d = b * crate::ops::power(a, b - 1.0);
-            crate::ops::select(&b.equal(0.0), &crate::ops::zeros_like(&d), &d)
+            crate::ops::select(&b.equal(0.0), crate::ops::zeros_like(&d), &d)
         } else {
             // out * log(a), taking log(1) = 0 where a == 0
-            let safe = crate::ops::select(&a.equal(0.0), &crate::ops::ones_like(a), a);
+            let safe = crate::ops::select(&a.equal(0.0), crate::ops::ones_like(a), a);
             out * safe.log()
         }),
         Maximum | Minimum => {
