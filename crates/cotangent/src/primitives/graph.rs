@@ -86,3 +86,91 @@ impl Primitive for Depends {
         Ok((outs, axes[..self.n].to_vec()))
     }
 }
+
+/// The identity node of a custom function over `inputs ++ forward outputs`; its rules call the
+/// user's rules (see [`custom_function`](crate::custom_function)).
+#[derive(Debug, Clone)]
+pub struct CustomTransforms {
+    pub(crate) rules: std::sync::Arc<crate::transforms::custom::CustomRules>,
+    pub(crate) n_inputs: usize,
+}
+
+impl Primitive for CustomTransforms {
+    fn name(&self) -> String {
+        self.rules.name.clone()
+    }
+
+    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
+        inputs[self.n_inputs..].iter().map(|y| y.computed_data().cloned()).collect()
+    }
+
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        use crate::transforms::custom::check_rule_outputs;
+        let n = self.n_inputs;
+        let args = &primals[..n];
+        let grads = match &self.rules.vjp {
+            Some(rule) => {
+                // The rule sees this node's outputs (not the stop-gradient copies it wraps), so a
+                // rule written with the outputs stays differentiable for higher-order transforms.
+                let g = rule(args, cotangents, outputs)?;
+                check_rule_outputs(&self.rules, "vjp", "input cotangents", &g, args)?;
+                g
+            }
+            None => {
+                let f = self.rules.forward.clone();
+                crate::transforms::vjp(move |x: &[Array]| f(x), args, cotangents)?.1
+            }
+        };
+        Ok(argnums
+            .iter()
+            .map(|&i| if i < n { grads[i].clone() } else { crate::ops::zeros_like(&primals[i]) })
+            .collect())
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        use crate::transforms::custom::check_rule_outputs;
+        let n = self.n_inputs;
+        let args = &primals[..n];
+        let mut full: Vec<Array> = args.iter().map(crate::ops::zeros_like).collect();
+        for (t, &i) in tangents.iter().zip(argnums) {
+            if i < n {
+                full[i] = t.clone();
+            }
+        }
+        match &self.rules.jvp {
+            Some(rule) => {
+                let t = rule(args, &full)?;
+                check_rule_outputs(&self.rules, "jvp", "output tangents", &t, outputs)?;
+                Ok(t)
+            }
+            None => {
+                let f = self.rules.forward.clone();
+                Ok(crate::transforms::jvp(move |x: &[Array]| f(x), args, &full)?.1)
+            }
+        }
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let n = self.n_inputs;
+        let (args, arg_axes) = (&inputs[..n], &axes[..n]);
+        if arg_axes.iter().all(|a| a.is_none()) {
+            return Ok((inputs[n..].to_vec(), axes[n..].to_vec()));
+        }
+        if let Some(rule) = &self.rules.vmap {
+            let (outs, oaxes) = rule(args, arg_axes)?;
+            let n_out = inputs.len() - n;
+            if outs.len() != n_out || oaxes.len() != n_out {
+                return Err(crate::transforms::custom::rule_error(
+                    &self.rules,
+                    "vmap",
+                    format!("returned {} outputs and {} axes, expected {n_out}", outs.len(), oaxes.len()),
+                ));
+            }
+            return Ok((outs, oaxes));
+        }
+        let (rules, args) = crate::transforms::custom::batched_rules(&self.rules, args, arg_axes, inputs.len() - n);
+        let outs = crate::transforms::custom::call_custom(&rules, &args)?;
+        let k = outs.len();
+        Ok((outs, vec![Some(0); k]))
+    }
+}

@@ -1,5 +1,5 @@
 //! Function transformations: [`vjp`], [`jvp`], [`grad`], [`value_and_grad`], [`vmap`],
-//! [`stop_gradient`], [`depends`], plus [`jacobian`] / [`hessian`] helpers.
+//! [`stop_gradient`], [`depends`], [`custom_function`], [`checkpoint`], plus [`jacobian`] / [`hessian`] helpers.
 //!
 //! A transformable function is any `Fn(&[Array]) -> O` where `O` is an `Array`, a
 //! `Vec<Array>`, or a `Result` of either. Transforms trace the function on fresh tracer
@@ -20,11 +20,13 @@
 //! **Non-differentiable outputs.** Integer, boolean, comparison, `argmax`/`argmin` and random
 //! outputs are not differentiable: their rules give zero cotangents to float inputs, and
 //! integer or boolean inputs receive no cotangent (their gradient is reported as zeros).
+pub(crate) mod custom;
 mod grad;
 mod jvp;
 mod vjp;
 mod vmap;
 
+pub use custom::{checkpoint, custom_function, CustomFunction, VmapRuleResult};
 pub use grad::*;
 pub use jvp::jvp;
 pub use vjp::vjp;
