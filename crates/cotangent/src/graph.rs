@@ -26,11 +26,13 @@ pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool)
             continue;
         }
         let descend = !stop(&node);
-        let inputs = if descend { node.inputs() } else { Vec::new() };
-        stack.push((node, true));
-        for inp in inputs.iter().rev() {
-            if !visited.contains(&inp.node_id()) {
-                stack.push((inp.node.clone(), false));
+        stack.push((node.clone(), true));
+        if descend {
+            let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+            for inp in inputs.iter().rev() {
+                if !visited.contains(&inp.node_id()) {
+                    stack.push((inp.node.clone(), false));
+                }
             }
         }
     }
@@ -58,7 +60,7 @@ fn compute(node: &Arc<Node>) {
         return;
     }
     node.data.get_or_init(|| {
-        let inputs = node.inputs();
+        let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
         match &node.kind {
             NodeKind::Leaf => Err(Error::Eval("leaf without data".into())),
             NodeKind::Placeholder => Err(Error::Transform(
@@ -67,7 +69,7 @@ fn compute(node: &Arc<Node>) {
                     .into(),
             )),
             NodeKind::Op(prim) => {
-                for inp in &inputs {
+                for inp in inputs.iter() {
                     if let Err(e) = inp.computed_data() {
                         return Err(e);
                     }

@@ -1,4 +1,41 @@
-//! cotangent: lazy n-dimensional arrays with composable function transformations.
+//! cotangent: lazy n-dimensional arrays with composable function transformations
+//! (`vjp`, `jvp`, `grad`, `vmap`, `checkpoint`) and custom functions whose rules you supply.
+//!
+//! # A custom function
+//!
+//! The VJP rule sees `(primals, cotangents, outputs)`: the forward outputs are computed once
+//! and handed to the rule. The built function is a pure value, `Send + Sync + Clone + 'static`,
+//! and every transform composes through it.
+//!
+//! ```
+//! use cotangent::{self as ct, Array};
+//!
+//! // softplus(x) = log(1 + e^x); d/dx = 1 - e^{-y} with y the forward output
+//! let softplus = ct::custom_function(|x: &[Array]| (x[0].exp() + 1.0).log())
+//!     .vjp(|_primals, cotangents, outputs| vec![&cotangents[0] * (1.0 - (-&outputs[0]).exp())])
+//!     .jvp(|primals, tangents| vec![&tangents[0] * primals[0].sigmoid()])
+//!     .name("softplus")
+//!     .build();
+//!
+//! let loss = move |x: &[Array]| Ok::<_, ct::Error>(softplus(x)?[0].sum_all());
+//! let x = Array::from_slice(&[-1.0f64, 0.0, 2.0], &[3]);
+//!
+//! // first and second derivatives through the custom rule: sigmoid and sigmoid'
+//! let g = ct::grad(loss.clone())(&[x.clone()])?;
+//! let dg = ct::grad(loss.clone());
+//! let h = ct::grad(move |x: &[Array]| dg(x).map(|g| g[0].sum_all()))(&[x.clone()])?;
+//! let s: Vec<f64> = [-1.0f64, 0.0, 2.0].iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
+//! for ((a, b), s) in g[0].to_vec::<f64>()?.iter().zip(h[0].to_vec::<f64>()?).zip(&s) {
+//!     assert!((a - s).abs() < 1e-12 && (b - s * (1.0 - s)).abs() < 1e-12);
+//! }
+//!
+//! // a transformed function crosses threads
+//! let per_example = ct::vmap(ct::grad(loss), &[Some(0)], &[Some(0)]);
+//! let handle = std::thread::spawn(move || per_example(&[x.reshape(&[3, 1])]));
+//! let batched = handle.join().unwrap()?;
+//! assert_eq!(batched[0].shape(), &[3, 1]);
+//! # Ok::<(), ct::Error>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod array;

@@ -1,7 +1,11 @@
 //! Reductions over axes (`keepdims`, negative axes; an empty axes list reduces nothing) and
 //! their `*_all` forms.
+//!
+//! Also the row reductions with fused kernels — [`logsumexp`], [`softmax`], [`argmax`] /
+//! [`argmin`] — the cumulative scans [`cumsum`] / [`cumprod`], the boolean [`all`] / [`any`],
+//! and [`var`] / [`std`] (compositions of the above, so they need no rules of their own).
 use super::shape::axis_for;
-use crate::primitives::reduce::{Reduce, ReduceOp};
+use crate::primitives::reduce::{ArgReduce, ArgReduceOp, LogSumExp, Reduce, ReduceOp, Scan, ScanOp, Softmax};
 use crate::{Array, DType};
 
 /// Reduce the given (normalised) axes, keeping them as unit axes.
@@ -143,4 +147,253 @@ pub fn min(x: &Array, axes: &[isize], keepdims: bool) -> Array {
 #[track_caller]
 pub fn mean(x: &Array, axes: &[isize], keepdims: bool) -> Array {
     x.mean(axes, keepdims)
+}
+
+// ----- internal constructors over normalised axes (used by the ops below and by rules) -------
+
+/// `argmax`/`argmin` along a normalised `axis`, kept with extent 1; `u32` indices.
+pub(crate) fn arg_reduce_keepdims(op: ArgReduceOp, x: &Array, axis: usize) -> Array {
+    let mut shape = x.shape().to_vec();
+    shape[axis] = 1;
+    Array::from_primitive(ArgReduce { op, axis }, vec![x.clone()], &shape, DType::U32)
+}
+
+/// `logsumexp` over normalised axes of a float array, kept with extent 1.
+pub(crate) fn logsumexp_keepdims(x: &Array, mut axes: Vec<usize>) -> Array {
+    axes.sort_unstable();
+    axes.dedup();
+    let shape: Vec<usize> = x.shape().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+    Array::from_primitive(LogSumExp { axes }, vec![x.clone()], &shape, x.dtype())
+}
+
+/// `softmax` over normalised axes of a float array.
+pub(crate) fn softmax_axes(x: &Array, mut axes: Vec<usize>) -> Array {
+    axes.sort_unstable();
+    axes.dedup();
+    Array::from_primitive(Softmax { axes }, vec![x.clone()], x.shape(), x.dtype())
+}
+
+/// A cumulative scan along a normalised axis (input dtype is not bool).
+pub(crate) fn scan(op: ScanOp, x: &Array, axis: usize, reverse: bool, inclusive: bool) -> Array {
+    Array::from_primitive(Scan { op, axis, reverse, inclusive }, vec![x.clone()], x.shape(), x.dtype())
+}
+
+fn to_float(x: &Array) -> Array {
+    x.astype(x.dtype().to_float())
+}
+
+#[track_caller]
+fn arg_reduce(op: ArgReduceOp, x: &Array, axis: isize, keepdims: bool) -> Array {
+    let name = if op == ArgReduceOp::ArgMax { "argmax" } else { "argmin" };
+    let a = axis_for(name, axis, x.shape(), x.ndim());
+    assert!(
+        x.shape()[a] > 0,
+        "cotangent::{name}: cannot reduce the zero-size axis {a} of shape {:?}",
+        x.shape()
+    );
+    finish(arg_reduce_keepdims(op, x, a), x.shape(), &[a], keepdims)
+}
+
+#[track_caller]
+fn arg_reduce_all(op: ArgReduceOp, x: &Array) -> Array {
+    let name = if op == ArgReduceOp::ArgMax { "argmax_all" } else { "argmin_all" };
+    assert!(x.size() > 0, "cotangent::{name}: the array of shape {:?} is empty", x.shape());
+    arg_reduce(op, &x.flatten(), 0, false)
+}
+
+#[track_caller]
+fn scan_op(op: ScanOp, x: &Array, axis: isize, reverse: bool, inclusive: bool) -> Array {
+    let name = if op == ScanOp::Sum { "cumsum" } else { "cumprod" };
+    let a = axis_for(name, axis, x.shape(), x.ndim());
+    let x = match x.dtype() {
+        DType::Bool => x.astype(DType::I32),
+        DType::U8 => x.astype(DType::U32),
+        _ => x.clone(),
+    };
+    scan(op, &x, a, reverse, inclusive)
+}
+
+impl Array {
+    /// Whether every element over `axes` is true (nonzero); `true` over no elements. Returns bool.
+    #[track_caller]
+    pub fn all(&self, axes: &[isize], keepdims: bool) -> Array {
+        reduce(ReduceOp::All, &self.astype(DType::Bool), axes, keepdims)
+    }
+    /// Whether every element is true (a 0-d bool array).
+    pub fn all_all(&self) -> Array {
+        self.all(&all_axes(self), false)
+    }
+    /// Whether any element over `axes` is true (nonzero); `false` over no elements. Returns bool.
+    #[track_caller]
+    pub fn any(&self, axes: &[isize], keepdims: bool) -> Array {
+        reduce(ReduceOp::Any, &self.astype(DType::Bool), axes, keepdims)
+    }
+    /// Whether any element is true (a 0-d bool array).
+    pub fn any_all(&self) -> Array {
+        self.any(&all_axes(self), false)
+    }
+
+    /// Variance over `axes` with `ddof` delta degrees of freedom: `sum((x - mean)^2) / (n - ddof)`
+    /// (integers in `f32`). `n <= ddof` gives inf or NaN, as numpy.
+    #[track_caller]
+    pub fn var(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+        let ax = reduce_axes("var", self, axes);
+        let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
+        let x = to_float(self);
+        let d = &x - x.mean(axes, true);
+        d.square().sum(axes, keepdims) / (n as f64 - ddof as f64)
+    }
+    /// Variance of all elements, see [`var`](Array::var).
+    pub fn var_all(&self, ddof: usize) -> Array {
+        self.var(&all_axes(self), false, ddof)
+    }
+    /// Standard deviation over `axes`: the square root of [`var`](Array::var).
+    #[track_caller]
+    pub fn std(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+        self.var(axes, keepdims, ddof).sqrt()
+    }
+    /// Standard deviation of all elements.
+    pub fn std_all(&self, ddof: usize) -> Array {
+        self.std(&all_axes(self), false, ddof)
+    }
+
+    /// Index of the maximum along `axis` as `u32` (as MLX): the first one on ties; NaN counts
+    /// as the maximum (the first NaN), as numpy. Not differentiable.
+    ///
+    /// # Panics
+    /// If the axis is out of range or has extent 0.
+    #[track_caller]
+    pub fn argmax(&self, axis: isize, keepdims: bool) -> Array {
+        arg_reduce(ArgReduceOp::ArgMax, self, axis, keepdims)
+    }
+    /// Index of the maximum in the flattened array (a 0-d `u32` array).
+    #[track_caller]
+    pub fn argmax_all(&self) -> Array {
+        arg_reduce_all(ArgReduceOp::ArgMax, self)
+    }
+    /// Index of the minimum along `axis` as `u32`; ties give the first index, NaN wins.
+    #[track_caller]
+    pub fn argmin(&self, axis: isize, keepdims: bool) -> Array {
+        arg_reduce(ArgReduceOp::ArgMin, self, axis, keepdims)
+    }
+    /// Index of the minimum in the flattened array (a 0-d `u32` array).
+    #[track_caller]
+    pub fn argmin_all(&self) -> Array {
+        arg_reduce_all(ArgReduceOp::ArgMin, self)
+    }
+
+    /// `log(sum(exp(x)))` over `axes`, computed stably in one fused pass (integers in `f32`).
+    /// Over no elements it is `-inf`; an empty `axes` list returns `x` (as a float).
+    #[track_caller]
+    pub fn logsumexp(&self, axes: &[isize], keepdims: bool) -> Array {
+        let x = to_float(self);
+        if axes.is_empty() {
+            return x;
+        }
+        let ax = reduce_axes("logsumexp", &x, axes);
+        finish(logsumexp_keepdims(&x, ax.clone()), x.shape(), &ax, keepdims)
+    }
+    /// `log(sum(exp(x)))` of all elements.
+    pub fn logsumexp_all(&self) -> Array {
+        self.logsumexp(&all_axes(self), false)
+    }
+
+    /// Softmax over `axes` (jointly, as one distribution per position of the other axes),
+    /// stable and fused (integers in `f32`). An empty `axes` list gives ones.
+    #[track_caller]
+    pub fn softmax(&self, axes: &[isize]) -> Array {
+        let x = to_float(self);
+        if axes.is_empty() {
+            return crate::ops::ones_like(&x);
+        }
+        let ax = reduce_axes("softmax", &x, axes);
+        softmax_axes(&x, ax)
+    }
+
+    /// Inclusive cumulative sum along `axis` (bool sums in `i32`, `u8` in `u32`).
+    #[track_caller]
+    pub fn cumsum(&self, axis: isize) -> Array {
+        scan_op(ScanOp::Sum, self, axis, false, true)
+    }
+    /// Cumulative sum along `axis`, from the end when `reverse`; `inclusive == false` gives the
+    /// exclusive scan (each output leaves out its own element, the first is 0).
+    #[track_caller]
+    pub fn cumsum_opts(&self, axis: isize, reverse: bool, inclusive: bool) -> Array {
+        scan_op(ScanOp::Sum, self, axis, reverse, inclusive)
+    }
+    /// Inclusive cumulative product along `axis`.
+    ///
+    /// Its gradient uses `cumsum(c * out, reverse) / x`, exact wherever `x != 0`; a zero element
+    /// gives inf/NaN gradients at that position.
+    #[track_caller]
+    pub fn cumprod(&self, axis: isize) -> Array {
+        scan_op(ScanOp::Prod, self, axis, false, true)
+    }
+    /// Cumulative product along `axis` with `reverse` / `inclusive` as in
+    /// [`cumsum_opts`](Array::cumsum_opts) (an exclusive product starts at 1).
+    #[track_caller]
+    pub fn cumprod_opts(&self, axis: isize, reverse: bool, inclusive: bool) -> Array {
+        scan_op(ScanOp::Prod, self, axis, reverse, inclusive)
+    }
+}
+
+/// See [`Array::all`].
+#[track_caller]
+pub fn all(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    x.all(axes, keepdims)
+}
+/// See [`Array::any`].
+#[track_caller]
+pub fn any(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    x.any(axes, keepdims)
+}
+/// See [`Array::var`].
+#[track_caller]
+pub fn var(x: &Array, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+    x.var(axes, keepdims, ddof)
+}
+/// See [`Array::std`].
+#[track_caller]
+pub fn std(x: &Array, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+    x.std(axes, keepdims, ddof)
+}
+/// See [`Array::argmax`].
+#[track_caller]
+pub fn argmax(x: &Array, axis: isize, keepdims: bool) -> Array {
+    x.argmax(axis, keepdims)
+}
+/// See [`Array::argmin`].
+#[track_caller]
+pub fn argmin(x: &Array, axis: isize, keepdims: bool) -> Array {
+    x.argmin(axis, keepdims)
+}
+/// See [`Array::logsumexp`].
+#[track_caller]
+pub fn logsumexp(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    x.logsumexp(axes, keepdims)
+}
+/// See [`Array::softmax`].
+#[track_caller]
+pub fn softmax(x: &Array, axes: &[isize]) -> Array {
+    x.softmax(axes)
+}
+/// See [`Array::cumsum`].
+#[track_caller]
+pub fn cumsum(x: &Array, axis: isize) -> Array {
+    x.cumsum(axis)
+}
+/// See [`Array::cumsum_opts`].
+#[track_caller]
+pub fn cumsum_opts(x: &Array, axis: isize, reverse: bool, inclusive: bool) -> Array {
+    x.cumsum_opts(axis, reverse, inclusive)
+}
+/// See [`Array::cumprod`].
+#[track_caller]
+pub fn cumprod(x: &Array, axis: isize) -> Array {
+    x.cumprod(axis)
+}
+/// See [`Array::cumprod_opts`].
+#[track_caller]
+pub fn cumprod_opts(x: &Array, axis: isize, reverse: bool, inclusive: bool) -> Array {
+    x.cumprod_opts(axis, reverse, inclusive)
 }

@@ -2,6 +2,9 @@
 //! vjp / jvp / vmap rules together.
 pub mod binary;
 pub mod graph;
+pub mod index;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod shape;
 pub mod unary;

@@ -141,3 +141,254 @@ impl Primitive for Broadcast {
         Ok((vec![x.broadcast_to(&target)], vec![Some(0)]))
     }
 }
+
+/// Move the batch axis of a vmapped input to the front, or broadcast an unbatched input to
+/// batch size `b` along a new leading axis.
+pub(crate) fn batch_front(x: &Array, axis: Option<usize>, b: usize) -> Array {
+    match axis {
+        Some(ax) => x.moveaxis(ax as isize, 0),
+        None => {
+            let mut shape = vec![b];
+            shape.extend_from_slice(x.shape());
+            x.expand_dims(&[0]).broadcast_to(&shape)
+        }
+    }
+}
+
+/// The batch size of a vmapped primitive's inputs (the extent of the first batch axis).
+pub(crate) fn batch_size(inputs: &[Array], axes: &[Option<usize>]) -> Result<usize> {
+    inputs
+        .iter()
+        .zip(axes)
+        .find_map(|(x, a)| a.map(|a| x.shape()[a]))
+        .ok_or_else(|| crate::Error::Transform("vmap rule called without a batched input".into()))
+}
+
+/// A strided view of part of the input: along axis `i`, `shape[i]` elements starting at
+/// `starts[i]`, every `steps[i]`-th (negative steps walk backwards). The parameters are
+/// normalised (in range), as the ops layer computes them from numpy-style slices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    /// First index taken along every axis (0 where the output axis is empty).
+    pub starts: Vec<usize>,
+    /// Step along every axis (non-zero, may be negative).
+    pub steps: Vec<isize>,
+    /// The output shape.
+    pub shape: Shape,
+}
+
+impl Slice {
+    fn with_batch(&self, b: usize) -> Slice {
+        let mut starts = vec![0];
+        starts.extend_from_slice(&self.starts);
+        let mut steps = vec![1];
+        steps.extend_from_slice(&self.steps);
+        let mut shape = Shape::from_slice(&[b]);
+        shape.extend_from_slice(&self.shape);
+        Slice { starts, steps, shape }
+    }
+}
+
+impl Primitive for Slice {
+    fn name(&self) -> String {
+        format!("slice(starts={:?}, steps={:?}, shape={:?})", self.starts, self.steps, self.shape.as_slice())
+    }
+    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
+        let d = inputs[0].computed_data()?;
+        if crate::shape::numel(&self.shape) == 0 {
+            // nothing is ever read: keep the offset valid and the strides dense
+            return Ok(vec![Data { buf: d.buf.clone(), strides: contiguous_strides(&self.shape), offset: d.offset }]);
+        }
+        let mut offset = d.offset as isize;
+        let mut strides = crate::shape::Strides::with_capacity(self.shape.len());
+        for i in 0..self.shape.len() {
+            offset += self.starts[i] as isize * d.strides[i];
+            strides.push(d.strides[i] * self.steps[i]);
+        }
+        if offset < 0 {
+            return Err(crate::Error::Eval(format!("{}: negative offset (internal error)", self.name())));
+        }
+        Ok(vec![Data { buf: d.buf.clone(), strides, offset: offset as usize }])
+    }
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        _argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let x = &primals[0];
+        let zeros = crate::ops::zeros(x.shape(), cotangents[0].dtype());
+        Ok(vec![crate::ops::shape::slice_update_raw(&zeros, &cotangents[0], &self.starts, &self.steps)])
+    }
+    fn jvp(
+        &self,
+        _primals: &[Array],
+        tangents: &[Array],
+        _argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        Ok(vec![crate::ops::shape::slice_raw(&tangents[0], self.clone())])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let b = batch_size(inputs, axes)?;
+        let x = batch_front(&inputs[0], axes[0], b);
+        Ok((vec![crate::ops::shape::slice_raw(&x, self.with_batch(b))], vec![Some(0)]))
+    }
+    fn is_equivalent(&self, other: &dyn Primitive) -> bool {
+        other.name() == self.name()
+    }
+}
+
+/// A copy of `base` (input 0) with the strided region described by `starts`/`steps` (as in
+/// [`Slice`], with the region's shape being the shape of input 1) replaced by `update`
+/// (input 1). Both inputs have the same dtype. The VJP of [`Slice`] and the kernel of `pad`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceUpdate {
+    /// First index of the region along every axis.
+    pub starts: Vec<usize>,
+    /// Step of the region along every axis.
+    pub steps: Vec<isize>,
+}
+
+impl SliceUpdate {
+    fn as_slice(&self, shape: &[usize]) -> Slice {
+        Slice { starts: self.starts.clone(), steps: self.steps.clone(), shape: Shape::from_slice(shape) }
+    }
+}
+
+fn slice_update_kernel<T: crate::backend::cpu::buffer::BufferElement>(
+    base: &Array,
+    update: &Array,
+    starts: &[usize],
+    steps: &[isize],
+) -> Result<Data> {
+    let shape = base.shape();
+    let mut out: Vec<T> = base.computed_data()?.to_contiguous::<T>(shape).into_owned();
+    let cs = contiguous_strides(shape);
+    let offset: isize = starts.iter().zip(&cs).map(|(&s, &c)| s as isize * c).sum();
+    let strides: Vec<isize> = cs.iter().zip(steps).map(|(&c, &s)| c * s).collect();
+    crate::backend::cpu::copy::scatter_strided(&mut out, offset, &strides, update.computed_data()?, update.shape());
+    Ok(Data::from_vec(out, shape))
+}
+
+impl Primitive for SliceUpdate {
+    fn name(&self) -> String {
+        format!("slice_update(starts={:?}, steps={:?})", self.starts, self.steps)
+    }
+    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
+        let (base, update) = (&inputs[0], &inputs[1]);
+        if base.dtype() != update.dtype() {
+            return Err(crate::Error::Eval(format!("{}: dtypes differ (internal error)", self.name())));
+        }
+        Ok(vec![crate::dispatch_dtype!(base.dtype(), T => slice_update_kernel::<T>(base, update, &self.starts, &self.steps)?)])
+    }
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let c = &cotangents[0];
+        let upd = &primals[1];
+        Ok(argnums
+            .iter()
+            .map(|&i| {
+                if i == 0 {
+                    let z = crate::ops::zeros(upd.shape(), c.dtype());
+                    crate::ops::shape::slice_update_raw(c, &z, &self.starts, &self.steps)
+                } else {
+                    crate::ops::shape::slice_raw(c, self.as_slice(upd.shape()))
+                }
+            })
+            .collect())
+    }
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+        let dtype = tangents[0].dtype();
+        let t = |i: usize| match argnums.iter().position(|&a| a == i) {
+            Some(k) => tangents[k].clone(),
+            None => crate::ops::zeros(primals[i].shape(), dtype),
+        };
+        Ok(vec![crate::ops::shape::slice_update_raw(&t(0), &t(1), &self.starts, &self.steps)])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let b = batch_size(inputs, axes)?;
+        let base = batch_front(&inputs[0], axes[0], b);
+        let upd = batch_front(&inputs[1], axes[1], b);
+        let mut starts = vec![0];
+        starts.extend_from_slice(&self.starts);
+        let mut steps = vec![1];
+        steps.extend_from_slice(&self.steps);
+        Ok((vec![crate::ops::shape::slice_update_raw(&base, &upd, &starts, &steps)], vec![Some(0)]))
+    }
+    fn is_equivalent(&self, other: &dyn Primitive) -> bool {
+        other.name() == self.name()
+    }
+}
+
+/// Join arrays of the same dtype along an existing axis (all other extents equal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Concatenate(pub usize);
+
+impl Primitive for Concatenate {
+    fn name(&self) -> String {
+        format!("concatenate(axis={})", self.0)
+    }
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let dtype = outputs[0].dtype;
+        let mut parts = Vec::with_capacity(inputs.len());
+        for x in inputs {
+            if x.dtype() != dtype {
+                return Err(crate::Error::Eval(format!("{}: dtypes differ (internal error)", self.name())));
+            }
+            parts.push((x.computed_data()?, x.shape()));
+        }
+        let out = &outputs[0].shape;
+        Ok(vec![crate::dispatch_dtype!(dtype, T => Data::from_vec(
+            crate::backend::cpu::copy::concatenate::<T>(&parts, self.0, out), out))])
+    }
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let c = &cotangents[0];
+        let mut begins = Vec::with_capacity(primals.len());
+        let mut acc = 0;
+        for p in primals {
+            begins.push(acc);
+            acc += p.shape()[self.0];
+        }
+        Ok(argnums
+            .iter()
+            .map(|&i| {
+                let mut starts = vec![0; c.ndim()];
+                starts[self.0] = begins[i];
+                let slice =
+                    Slice { starts, steps: vec![1; c.ndim()], shape: Shape::from_slice(primals[i].shape()) };
+                crate::ops::shape::slice_raw(c, slice)
+            })
+            .collect())
+    }
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+        let dtype = tangents[0].dtype();
+        let ts: Vec<Array> = (0..primals.len())
+            .map(|i| match argnums.iter().position(|&a| a == i) {
+                Some(k) => tangents[k].clone(),
+                None => crate::ops::zeros(primals[i].shape(), dtype),
+            })
+            .collect();
+        Ok(vec![crate::ops::shape::concatenate_raw(&ts, self.0)])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let b = batch_size(inputs, axes)?;
+        let xs: Vec<Array> = inputs.iter().zip(axes).map(|(x, &a)| batch_front(x, a, b)).collect();
+        Ok((vec![crate::ops::shape::concatenate_raw(&xs, self.0 + 1)], vec![Some(0)]))
+    }
+    fn is_equivalent(&self, other: &dyn Primitive) -> bool {
+        other.name() == self.name()
+    }
+}

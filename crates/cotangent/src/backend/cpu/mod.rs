@@ -1,7 +1,11 @@
 //! The CPU backend: buffers, strided iteration and the kernels.
 pub mod buffer;
+pub mod copy;
 pub mod elementwise;
+pub mod gather;
 pub mod math;
+pub mod matmul;
+pub mod random;
 pub mod reduce;
 pub mod strided;
 

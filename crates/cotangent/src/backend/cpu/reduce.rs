@@ -54,3 +54,154 @@ pub fn reduce_axes<T: BufferElement, A: Copy>(
     });
     acc
 }
+
+// ----- row kernels: the reduced (or scanned) axes moved last, one dense row per output ------
+
+/// Element count above which row kernels split their rows over rayon's threads. Rows are
+/// independent, so the result never depends on scheduling.
+const ROW_PARALLEL_THRESHOLD: usize = 1 << 15;
+
+/// The axes of `shape` reordered so that the `axes` come last (kept axes first, in order).
+pub fn rows_permutation(ndim: usize, axes: &[usize]) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..ndim).filter(|a| !axes.contains(a)).collect();
+    perm.extend_from_slice(axes);
+    perm
+}
+
+/// The elements of `x` (of `shape`) with `axes` moved last, row-major: `numel / r` dense rows of
+/// length `r` (the product of the extents of `axes`). Borrowed when no copy is needed.
+pub fn rows_of<'a, T: BufferElement>(x: &'a Data, shape: &[usize], axes: &[usize]) -> (std::borrow::Cow<'a, [T]>, usize) {
+    let perm = rows_permutation(shape.len(), axes);
+    let r: usize = axes.iter().map(|&a| shape[a]).product();
+    let pshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let view = Data { buf: x.buf.clone(), strides: perm.iter().map(|&p| x.strides[p]).collect(), offset: x.offset };
+    let rows = match view.to_contiguous::<T>(&pshape) {
+        std::borrow::Cow::Owned(v) => std::borrow::Cow::Owned(v),
+        // the permuted view is dense: borrow straight from the caller's buffer
+        std::borrow::Cow::Borrowed(_) => {
+            let n = numel(shape);
+            std::borrow::Cow::Borrowed(&x.buf.as_slice::<T>()[x.offset..x.offset + n])
+        }
+    };
+    (rows, r)
+}
+
+/// Wrap a result computed in the rows layout of [`rows_of`] (same `shape`, `axes`) as a view
+/// with the original axis order (no copy: the strides are permuted back).
+pub fn data_from_rows<T: BufferElement>(v: Vec<T>, shape: &[usize], axes: &[usize]) -> Data {
+    let perm = rows_permutation(shape.len(), axes);
+    let pshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let pstr = contiguous_strides(&pshape);
+    let mut strides = pstr.clone();
+    for (k, &p) in perm.iter().enumerate() {
+        strides[p] = pstr[k];
+    }
+    Data { buf: std::sync::Arc::new(T::into_buffer(v)), strides, offset: 0 }
+}
+
+/// One value per row of length `r` (`n_rows` rows, possibly empty), in parallel for large inputs.
+pub fn per_row<T: Sync, U: Send>(src: &[T], n_rows: usize, r: usize, f: impl Fn(&[T]) -> U + Sync + Send) -> Vec<U> {
+    use rayon::prelude::*;
+    if n_rows * r >= ROW_PARALLEL_THRESHOLD && n_rows > 1 {
+        (0..n_rows).into_par_iter().map(|o| f(&src[o * r..o * r + r])).collect()
+    } else {
+        (0..n_rows).map(|o| f(&src[o * r..o * r + r])).collect()
+    }
+}
+
+/// Map every row of length `r` to a row of the same length, in parallel for large inputs.
+pub fn map_rows<T: Sync, U: Send + Default + Clone>(src: &[T], r: usize, f: impl Fn(&[T], &mut [U]) + Sync + Send) -> Vec<U> {
+    use rayon::prelude::*;
+    let mut out = vec![U::default(); src.len()];
+    if r == 0 {
+        return out;
+    }
+    if src.len() >= ROW_PARALLEL_THRESHOLD && src.len() > r {
+        out.par_chunks_mut(r).zip(src.par_chunks(r)).for_each(|(o, s)| f(s, o));
+    } else {
+        out.chunks_mut(r).zip(src.chunks(r)).for_each(|(o, s)| f(s, o));
+    }
+    out
+}
+
+/// Index of the maximum (`is_max`) or minimum of a row: the first one on ties; a NaN wins
+/// (the first NaN), as numpy. `0` for an empty row (callers forbid those).
+pub fn arg_extremum<T: PartialOrd + Copy>(row: &[T], is_max: bool) -> u32 {
+    let mut best = 0usize;
+    let Some(&first) = row.first() else { return 0 };
+    #[allow(clippy::eq_op)]
+    let is_nan = |v: T| v != v;
+    if is_nan(first) {
+        return 0;
+    }
+    let mut bv = first;
+    for (i, &v) in row.iter().enumerate().skip(1) {
+        if is_nan(v) {
+            return i as u32;
+        }
+        if if is_max { v > bv } else { v < bv } {
+            best = i;
+            bv = v;
+        }
+    }
+    best as u32
+}
+
+/// Numerically stable `log(sum(exp(row)))`: `-inf` for an empty row or one of `-inf`s, `+inf`
+/// if any element is `+inf`, NaN if any is NaN.
+pub fn logsumexp_row<A: super::math::Float>(row: &[A]) -> A {
+    let mut m = A::NEG_INFINITY;
+    for &v in row {
+        m = m.max_nan(v);
+    }
+    let shift = if m.is_nan() || m.is_infinite() { A::ZERO } else { m };
+    let mut s = A::ZERO;
+    for &v in row {
+        s = s + (v - shift).exp();
+    }
+    shift + s.ln()
+}
+
+/// Stable softmax of one row into `out`: max-subtract, exponentiate and sum, then scale.
+pub fn softmax_row<A: super::math::Float>(row: &[A], out: &mut [A]) {
+    let mut m = A::NEG_INFINITY;
+    for &v in row {
+        m = m.max_nan(v);
+    }
+    let mut s = A::ZERO;
+    for (o, &v) in out.iter_mut().zip(row) {
+        let e = (v - m).exp();
+        *o = e;
+        s = s + e;
+    }
+    let inv = A::ONE / s;
+    for o in out.iter_mut() {
+        *o = *o * inv;
+    }
+}
+
+/// Cumulative combination of one row into `out`, from the end when `reverse`; an exclusive scan
+/// writes the combination of the elements strictly before (after) each position.
+pub fn scan_row<T: Copy, A: Copy>(
+    row: &[T],
+    out: &mut [T],
+    init: A,
+    reverse: bool,
+    inclusive: bool,
+    to: impl Fn(T) -> A,
+    from: impl Fn(A) -> T,
+    op: impl Fn(A, A) -> A,
+) {
+    let n = row.len();
+    let mut acc = init;
+    for k in 0..n {
+        let i = if reverse { n - 1 - k } else { k };
+        if inclusive {
+            acc = op(acc, to(row[i]));
+            out[i] = from(acc);
+        } else {
+            out[i] = from(acc);
+            acc = op(acc, to(row[i]));
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Matrix products: batched, broadcasting over batch axes, on strided views.
+//!
+//! Floats (`f32`, `f64`, `f16`) go through the [`gemm`] crate with the inputs' own row and
+//! column strides, so transposed views are multiplied without a copy; `bf16` is computed through
+//! `f32`. Batch axes are walked with stride arithmetic (broadcast batch axes have stride 0), never
+//! materialised. Integers and `bool` use a plain loop (wrapping integer arithmetic, as numpy;
+//! `bool` is "or of ands").
+//!
+//! # Which `gemm` kernel runs
+//! `gemm` picks its micro-kernel at run time from the CPU's features, but its AVX-512 kernels
+//! are compiled only with its `x86-v4` cargo feature, which this crate enables (without it
+//! `gemm` stops at the AVX2/FMA kernels). Verified on the development machine
+//! (`grep -o 'avx512[a-z]*' /proc/cpuinfo | sort -u` lists `avx512f avx512bw avx512cd avx512dq
+//! avx512vl avx512ifma avx512vbmi`): `gemm_common::feature_detected!("avx512f")` is true there
+//! and `examples/matmul_gflops.rs` measured the f32 1024³ product before and after enabling
+//! the feature (see the numbers in that example's doc comment).
+//!
+//! # Threads and determinism
+//! A single large product runs with `gemm::Parallelism::Rayon` above [`GEMM_PARALLEL_FLOPS`];
+//! many small products in a batch are instead spread over rayon one matrix per task. `gemm`
+//! splits work over output tiles, never over the contracted axis, so every output element is
+//! summed in the same order whatever the number of threads: results are bit-identical.
+use super::buffer::{BufferElement, Data};
+use super::elementwise::broadcast_strides;
+use crate::DType;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// `m * n * k` at or above which one product uses all of rayon's threads inside `gemm`.
+/// Measured on 2 cores: below ~96³ the thread wake-up costs more than it saves.
+pub const GEMM_PARALLEL_FLOPS: usize = 96 * 96 * 96;
+/// `m * n * k` below which a plain loop beats `gemm`'s packing (measured: up to ~16³ the loop
+/// is faster; see `examples/matmul_gflops.rs`).
+pub const SMALL_FLOPS: usize = 16 * 16 * 16;
+
+/// Geometry of one batched product: the output's batch shape, the matrix sizes and, for each
+/// operand, the strides of its matrix axes and its batch strides broadcast to the output batch.
+struct Geometry {
+    batch: Vec<usize>,
+    m: usize,
+    n: usize,
+    k: usize,
+    a_rs: isize,
+    a_cs: isize,
+    b_rs: isize,
+    b_cs: isize,
+    a_bs: Vec<isize>,
+    b_bs: Vec<isize>,
+}
+
+impl Geometry {
+    /// Starting offsets (a, b) of every batch element, in row-major batch order.
+    fn offsets(&self, a_off: usize, b_off: usize) -> Vec<(isize, isize)> {
+        let count: usize = self.batch.iter().product();
+        let mut out = Vec::with_capacity(count);
+        let nb = self.batch.len();
+        let mut idx = vec![0usize; nb];
+        let (mut oa, mut ob) = (a_off as isize, b_off as isize);
+        for _ in 0..count {
+            out.push((oa, ob));
+            // increment the multi-index
+            for ax in (0..nb).rev() {
+                idx[ax] += 1;
+                oa += self.a_bs[ax];
+                ob += self.b_bs[ax];
+                if idx[ax] < self.batch[ax] {
+                    break;
+                }
+                oa -= self.a_bs[ax] * self.batch[ax] as isize;
+                ob -= self.b_bs[ax] * self.batch[ax] as isize;
+                idx[ax] = 0;
+            }
+        }
+        out
+    }
+}
+
+/// Whether strides of a `rows x cols` matrix can be handed to `gemm` as they are
+/// (non-negative, and no zero stride on an axis longer than one).
+fn gemm_friendly(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
+    rs >= 0 && cs >= 0 && (rows <= 1 || rs > 0) && (cols <= 1 || cs > 0)
+}
+
+/// Product of `a` (`[..., m, k]`) and `b` (`[..., k, n]`) into a dense array of `out_shape`
+/// (`[broadcast batch..., m, n]`). Both operands have dtype `dtype` and at least two axes.
+pub fn matmul(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize], dtype: DType) -> Data {
+    match dtype {
+        DType::F32 => Data::from_vec(matmul_typed::<f32>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::F64 => Data::from_vec(matmul_typed::<f64>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::F16 => Data::from_vec(matmul_typed::<f16>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::BF16 => {
+            let wa = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(a, a_shape, bf16::to_f32), a_shape);
+            let wb = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(b, b_shape, bf16::to_f32), b_shape);
+            let r = matmul_typed::<f32>(&wa, a_shape, &wb, b_shape, out_shape);
+            Data::from_vec(r.into_iter().map(bf16::from_f32).collect::<Vec<_>>(), out_shape)
+        }
+        DType::Bool => Data::from_vec(matmul_bool(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::U8 => Data::from_vec(matmul_int::<u8>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::U32 => Data::from_vec(matmul_int::<u32>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::I32 => Data::from_vec(matmul_int::<i32>(a, a_shape, b, b_shape, out_shape), out_shape),
+        DType::I64 => Data::from_vec(matmul_int::<i64>(a, a_shape, b, b_shape, out_shape), out_shape),
+    }
+}
+
+fn geometry(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Geometry {
+    let (na, nb, no) = (a_shape.len(), b_shape.len(), out_shape.len());
+    let batch = out_shape[..no - 2].to_vec();
+    Geometry {
+        m: out_shape[no - 2],
+        n: out_shape[no - 1],
+        k: a_shape[na - 1],
+        a_rs: a.strides[na - 2],
+        a_cs: a.strides[na - 1],
+        b_rs: b.strides[nb - 2],
+        b_cs: b.strides[nb - 1],
+        a_bs: broadcast_strides(&a_shape[..na - 2], &a.strides[..na - 2], &batch).to_vec(),
+        b_bs: broadcast_strides(&b_shape[..nb - 2], &b.strides[..nb - 2], &batch).to_vec(),
+        batch,
+    }
+}
+
+/// Element types `gemm` multiplies natively, with a plain-loop accumulator type.
+trait GemmFloat: BufferElement + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    type Acc: Copy + Default + std::ops::Add<Output = Self::Acc> + std::ops::Mul<Output = Self::Acc>;
+    const ZERO: Self;
+    const ONE: Self;
+    fn acc(self) -> Self::Acc;
+    fn from_acc(a: Self::Acc) -> Self;
+}
+impl GemmFloat for f32 {
+    type Acc = f32;
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    #[inline(always)]
+    fn acc(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_acc(a: f32) -> f32 {
+        a
+    }
+}
+impl GemmFloat for f64 {
+    type Acc = f64;
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    #[inline(always)]
+    fn acc(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_acc(a: f64) -> f64 {
+        a
+    }
+}
+impl GemmFloat for f16 {
+    type Acc = f32;
+    const ZERO: f16 = f16::ZERO;
+    const ONE: f16 = f16::ONE;
+    #[inline(always)]
+    fn acc(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn from_acc(a: f32) -> f16 {
+        f16::from_f32(a)
+    }
+}
+
+/// Copy a view to a dense buffer when its matrix strides are unsuitable for `gemm`.
+fn friendly<'a, T: BufferElement>(d: &'a Data, shape: &[usize]) -> std::borrow::Cow<'a, Data> {
+    let n = shape.len();
+    if gemm_friendly(shape[n - 2], shape[n - 1], d.strides[n - 2], d.strides[n - 1]) {
+        std::borrow::Cow::Borrowed(d)
+    } else {
+        std::borrow::Cow::Owned(Data::from_vec(d.to_contiguous::<T>(shape).into_owned(), shape))
+    }
+}
+
+fn matmul_typed<T: GemmFloat>(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<T> {
+    let total = crate::shape::numel(out_shape);
+    let a = friendly::<T>(a, a_shape);
+    let b = friendly::<T>(b, b_shape);
+    let g = geometry(&a, a_shape, &b, b_shape, out_shape);
+    let mut out = vec![T::ZERO; total];
+    if total == 0 || g.k == 0 {
+        return out;
+    }
+    let (sa, sb) = (a.buf.as_slice::<T>(), b.buf.as_slice::<T>());
+    let offs = g.offsets(a.offset, b.offset);
+    let mn = g.m * g.n;
+    let flops = g.m * g.n * g.k;
+    let one = |dst: &mut [T], (oa, ob): (isize, isize), par: gemm::Parallelism| {
+        if flops < SMALL_FLOPS {
+            small_loop::<T>(&g, sa, oa, sb, ob, dst);
+        } else {
+            // SAFETY: every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa` because
+            // the strides and offset describe a valid view of that buffer (likewise for `b`);
+            // `dst` holds exactly m*n elements written with row stride n and column stride 1.
+            unsafe {
+                gemm::gemm::<T>(
+                    g.m,
+                    g.n,
+                    g.k,
+                    dst.as_mut_ptr(),
+                    1,
+                    g.n as isize,
+                    false,
+                    sa.as_ptr().offset(oa),
+                    g.a_cs,
+                    g.a_rs,
+                    sb.as_ptr().offset(ob),
+                    g.b_cs,
+                    g.b_rs,
+                    T::ZERO,
+                    T::ONE,
+                    false,
+                    false,
+                    false,
+                    par,
+                );
+            }
+        }
+    };
+    let nbatch = offs.len();
+    if flops >= GEMM_PARALLEL_FLOPS || nbatch == 1 || flops * nbatch < GEMM_PARALLEL_FLOPS {
+        let par = if flops >= GEMM_PARALLEL_FLOPS && rayon::current_num_threads() > 1 {
+            gemm::Parallelism::Rayon(0)
+        } else {
+            gemm::Parallelism::None
+        };
+        for (dst, &o) in out.chunks_mut(mn).zip(&offs) {
+            one(dst, o, par);
+        }
+    } else {
+        out.par_chunks_mut(mn).zip(offs.par_iter()).for_each(|(dst, &o)| one(dst, o, gemm::Parallelism::None));
+    }
+    out
+}
+
+/// Plain-loop product of one small matrix pair (row of `a` times `b`, accumulated per output row
+/// in a fixed order).
+#[inline]
+fn small_loop<T: GemmFloat>(g: &Geometry, sa: &[T], oa: isize, sb: &[T], ob: isize, dst: &mut [T]) {
+    let mut acc = [<T::Acc>::default(); 64];
+    let mut heap;
+    let acc: &mut [T::Acc] = if g.n <= 64 {
+        &mut acc[..g.n]
+    } else {
+        heap = vec![<T::Acc>::default(); g.n];
+        &mut heap
+    };
+    for i in 0..g.m {
+        acc.iter_mut().for_each(|v| *v = Default::default());
+        let arow = oa + i as isize * g.a_rs;
+        for p in 0..g.k {
+            let aip = sa[(arow + p as isize * g.a_cs) as usize].acc();
+            let brow = ob + p as isize * g.b_rs;
+            if g.b_cs == 1 {
+                let row = &sb[brow as usize..brow as usize + g.n];
+                for (c, &bv) in acc.iter_mut().zip(row) {
+                    *c = *c + aip * bv.acc();
+                }
+            } else {
+                for (j, c) in acc.iter_mut().enumerate() {
+                    *c = *c + aip * sb[(brow + j as isize * g.b_cs) as usize].acc();
+                }
+            }
+        }
+        for (d, &c) in dst[i * g.n..(i + 1) * g.n].iter_mut().zip(acc.iter()) {
+            *d = T::from_acc(c);
+        }
+    }
+}
+
+fn matmul_int<T: BufferElement>(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<T> {
+    let g = geometry(a, a_shape, b, b_shape, out_shape);
+    let total = crate::shape::numel(out_shape);
+    let mut out = vec![T::from_i64(0); total];
+    if total == 0 || g.k == 0 {
+        return out;
+    }
+    let (sa, sb) = (a.buf.as_slice::<T>(), b.buf.as_slice::<T>());
+    let mn = g.m * g.n;
+    let offs = g.offsets(a.offset, b.offset);
+    let mut acc = vec![0i64; g.n];
+    for (dst, &(oa, ob)) in out.chunks_mut(mn).zip(&offs) {
+        for i in 0..g.m {
+            acc.iter_mut().for_each(|v| *v = 0);
+            for p in 0..g.k {
+                let aip = sa[(oa + i as isize * g.a_rs + p as isize * g.a_cs) as usize].to_i64();
+                let brow = ob + p as isize * g.b_rs;
+                for (j, c) in acc.iter_mut().enumerate() {
+                    *c = c.wrapping_add(aip.wrapping_mul(sb[(brow + j as isize * g.b_cs) as usize].to_i64()));
+                }
+            }
+            for (d, &c) in dst[i * g.n..(i + 1) * g.n].iter_mut().zip(&acc) {
+                *d = T::from_i64(c);
+            }
+        }
+    }
+    out
+}
+
+fn matmul_bool(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<bool> {
+    let g = geometry(a, a_shape, b, b_shape, out_shape);
+    let total = crate::shape::numel(out_shape);
+    let mut out = vec![false; total];
+    if total == 0 || g.k == 0 {
+        return out;
+    }
+    let (sa, sb) = (a.buf.as_slice::<bool>(), b.buf.as_slice::<bool>());
+    let mn = g.m * g.n;
+    let offs = g.offsets(a.offset, b.offset);
+    for (dst, &(oa, ob)) in out.chunks_mut(mn).zip(&offs) {
+        for i in 0..g.m {
+            for p in 0..g.k {
+                if sa[(oa + i as isize * g.a_rs + p as isize * g.a_cs) as usize] {
+                    let brow = ob + p as isize * g.b_rs;
+                    for (j, d) in dst[i * g.n..(i + 1) * g.n].iter_mut().enumerate() {
+                        *d |= sb[(brow + j as isize * g.b_cs) as usize];
+                    }
+                }
+            }
+        }
+    }
+    out
+}
