@@ -5,8 +5,8 @@
 //! saved output: `dx = g · (−expm1(−y))`. Recurrence over T = `--steps` steps (batch B, width D):
 //! `h_0 = 0, h_{t+1} = softplus(h_t @ W + u_t)`, `loss = mean(h_T)`; value_and_grad with respect
 //! to W. Modes, each in its own process: `eager` (the custom function) and `eager_plain` (autodiff
-//! of the same expression, the reference for `grad_rel_diff_vs_plain`). `u` is a fixed input held
-//! as T separate B×D arrays (the peers index `u[t]` on a T×B×D array).
+//! of the same expression, the reference for `grad_rel_diff_vs_plain`). `u` (T×B×D) is a fixed
+//! input indexed `u[t]` (slice + squeeze) inside the loss, as the peers do.
 use cotangent::{self as ct, Array, DType};
 use cotangent_bench::{self as cb, serde_json::json, Args, Rng};
 use std::sync::Arc;
@@ -24,10 +24,8 @@ fn child(a: &Args, mode: &str) -> ct::Result<serde_json::Value> {
     let min_time: f64 = a.num("min-time", 0.0);
     let mut rng = Rng::new(0);
     let w = Array::from_vec(rng.normal_f32(d * d, 0.4 / (d as f64).sqrt()), &[d, d]);
-    let mut args = vec![w];
-    for _ in 0..t {
-        args.push(Array::from_vec(rng.normal_f32(b * d, 0.5), &[b, d]));
-    }
+    let u = Array::from_vec(rng.normal_f32(t * b * d, 0.5), &[t, b, d]);
+    let args = vec![w, u];
     ct::eval(&args)?;
     let sp: Sp = if mode.ends_with("_plain") {
         Arc::new(|x: &Array| Ok(softplus_expr(x)))
@@ -40,7 +38,8 @@ fn child(a: &Args, mode: &str) -> ct::Result<serde_json::Value> {
     };
     let loss = move |a: &[Array]| -> ct::Result<Array> {
         let mut h = ct::zeros(&[b, d], DType::F32);
-        for ut in &a[1..] {
+        for i in 0..t as isize {
+            let ut = a[1].slice_axis(0, Some(i), Some(i + 1), 1).squeeze(&[0]);
             h = sp(&(h.matmul(&a[0]) + ut))?;
         }
         Ok(h.mean_all())

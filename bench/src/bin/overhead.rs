@@ -33,26 +33,26 @@ fn main() -> ct::Result<()> {
     let reps: usize = a.num("reps", 5);
     let warmup: usize = a.num("warmup", 2);
     let min_time: f64 = a.num("min-time", 0.1);
+    // `--modes fwd_eager` or `--modes grad_eager` runs one mode only (for profiling).
+    let modes = a.strs("modes", &["fwd_eager", "grad_eager"]);
     let x = ct::linspace(-1.0, 1.0, size, DType::F32);
     x.eval()?;
     let mut results = serde_json::Map::new();
     for &n in &ns {
-        let f = move |xs: &[Array]| chain(&xs[0], n);
-        let fwd = cb::time_fn(|| chain(&x, n).eval().expect("eval"), warmup, reps, min_time);
-        let g = ct::grad(f);
+        let g = ct::grad(move |xs: &[Array]| chain(&xs[0], n));
         let args = [x.clone()];
-        let grad = cb::time_fn(|| g(&args).expect("grad")[0].eval().expect("eval"), warmup, reps, min_time);
-        let value = chain(&x, n).item::<f32>()?;
-        let grad_sum = g(&args)?[0].sum_all().item::<f32>()?;
-        results.insert(
-            n.to_string(),
-            json!({
-                "fwd_eager": per_op(fwd, n),
-                "grad_eager": per_op(grad, n),
-                "value": value,
-                "grad_sum": grad_sum,
-            }),
-        );
+        let mut r = serde_json::Map::new();
+        if modes.iter().any(|m| m == "fwd_eager") {
+            let t = cb::time_fn(|| chain(&x, n).eval().expect("eval"), warmup, reps, min_time);
+            r.insert("fwd_eager".into(), per_op(t, n));
+        }
+        if modes.iter().any(|m| m == "grad_eager") {
+            let t = cb::time_fn(|| g(&args).expect("grad")[0].eval().expect("eval"), warmup, reps, min_time);
+            r.insert("grad_eager".into(), per_op(t, n));
+        }
+        r.insert("value".into(), json!(chain(&x, n).item::<f32>()?));
+        r.insert("grad_sum".into(), json!(g(&args)?[0].sum_all().item::<f32>()?));
+        results.insert(n.to_string(), r.into());
     }
     cb::emit(&cb::record(
         "overhead",
