@@ -256,11 +256,6 @@ impl Array {
     pub(crate) fn node_id(&self) -> usize {
         Arc::as_ptr(&self.node) as *const u8 as usize
     }
-    /// All outputs of this array's node (this array and its siblings), in order.
-    pub(crate) fn siblings(&self) -> Vec<Array> {
-        (0..self.node.specs.len()).map(|index| Array { node: self.node.clone(), index }).collect()
-    }
-
     // ----- evaluation and reading ---------------------------------------------------------
 
     /// Compute this array (and everything it depends on that is not computed yet).

@@ -157,8 +157,36 @@ fn apply(op: &str, ins: &[Option<Opnd>], p: &P) -> Option<Array> {
         };
     }
     unary!(
-        negative, abs, sign, exp, expm1, log, log1p, log2, sqrt, rsqrt, square, reciprocal, sin, cos, tan, tanh, sinh,
-        cosh, arcsin, arccos, arctan, sigmoid, erf, erfinv, floor, ceil, round, logical_not, isnan, isinf
+        negative,
+        abs,
+        sign,
+        exp,
+        expm1,
+        log,
+        log1p,
+        log2,
+        sqrt,
+        rsqrt,
+        square,
+        reciprocal,
+        sin,
+        cos,
+        tan,
+        tanh,
+        sinh,
+        cosh,
+        arcsin,
+        arccos,
+        arctan,
+        sigmoid,
+        erf,
+        erfinv,
+        floor,
+        ceil,
+        round,
+        logical_not,
+        isnan,
+        isinf
     );
     macro_rules! binary {
         ($($name:ident),*) => {
@@ -358,10 +386,12 @@ fn golden_forward_values() {
             let ins: Vec<Option<Opnd>> = inputs
                 .iter()
                 .enumerate()
-                .map(|(i, j)| build_input(j).map(|x| match pre {
-                    Some(p) => apply_pre(x, &p.arr()[i]),
-                    None => x,
-                }))
+                .map(|(i, j)| {
+                    build_input(j).map(|x| match pre {
+                        Some(p) => apply_pre(x, &p.arr()[i]),
+                        None => x,
+                    })
+                })
                 .collect();
             apply(op, &ins, &P(params)).map(|y| {
                 let rtol = case.get("rtol").unwrap().f64();
@@ -389,12 +419,7 @@ fn golden_forward_values() {
         }
     }
     let n_cov: usize = covered.values().sum();
-    eprintln!(
-        "golden: {} cases, {n_cov} run over {} ops, {} failed",
-        cases.len(),
-        covered.len(),
-        failures.len()
-    );
+    eprintln!("golden: {} cases, {n_cov} run over {} ops, {} failed", cases.len(), covered.len(), failures.len());
     if !not_covered.is_empty() {
         eprintln!(
             "golden: NOT YET COVERED (op not wired in tests/golden.rs / not in the crate): {}",

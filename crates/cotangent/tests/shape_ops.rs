@@ -266,10 +266,8 @@ fn chained_views_keep_strides_and_offsets() {
     let t = ref_transpose(&x, &[2, 0, 1]);
     let s = ref_slice(&t, &[(Some(1), Some(5), 2), (O, O, -1), (Some(1), O, 1)]);
     let want = ref_flip(&s, &[0, 2]);
-    let got = a
-        .transpose(&[2, 0, 1])
-        .slice(&[1, isize::MAX, 1], &[5, isize::MIN, isize::MAX], &[2, -1, 1])
-        .flip(&[0, -1]);
+    let got =
+        a.transpose(&[2, 0, 1]).slice(&[1, isize::MAX, 1], &[5, isize::MIN, isize::MAX], &[2, -1, 1]).flip(&[0, -1]);
     check(&got, &want);
     // ... then reshape (copies a non-contiguous view), broadcast against it, reduce it
     check(&got.reshape(&[-1]), &Nd { v: want.v.clone(), shape: vec![want.v.len()] });
@@ -348,15 +346,18 @@ fn stack_matches_reference() {
     let arrs: Vec<Array> = xs.iter().map(|x| x.array_f64()).collect();
     for axis in [0isize, 1, 2, -1, -3] {
         let a = if axis < 0 { (axis + 3) as usize } else { axis as usize };
-        let want = Nd::build(&{
-            let mut s = vec![2, 3];
-            s.insert(a, 2);
-            s
-        }, |idx| {
-            let mut src = idx.to_vec();
-            let k = src.remove(a);
-            xs[k].at(&src)
-        });
+        let want = Nd::build(
+            &{
+                let mut s = vec![2, 3];
+                s.insert(a, 2);
+                s
+            },
+            |idx| {
+                let mut src = idx.to_vec();
+                let k = src.remove(a);
+                xs[k].at(&src)
+            },
+        );
         check(&ct::stack(&arrs, axis), &want);
         check(&Array::stack(&arrs, axis), &want);
     }
@@ -826,7 +827,11 @@ fn concatenate_stack_split_grads() {
     let b = rng.array(&[2, 1]);
     let c = rng.array(&[2, 2]);
     check_grads("concatenate", |x: &[Array]| sq(&ct::concatenate(x, -1)), &[a.clone(), b.clone(), c.clone()]);
-    check_grads("concatenate axis 0", |x: &[Array]| sq(&ct::concatenate(&[x[0].t(), x[1].t()], 0)), &[a.clone(), c.clone()]);
+    check_grads(
+        "concatenate axis 0",
+        |x: &[Array]| sq(&ct::concatenate(&[x[0].t(), x[1].t()], 0)),
+        &[a.clone(), c.clone()],
+    );
     check_grads("stack", |x: &[Array]| sq(&ct::stack(x, 1)), &[a.clone(), a.sin()]);
     check_grads(
         "split",
@@ -838,7 +843,11 @@ fn concatenate_stack_split_grads() {
     );
     // a constant (captured) input gets zeros in the JVP and no cotangent
     let k = b.clone();
-    check_grads("concatenate with constant", move |x: &[Array]| sq(&ct::concatenate(&[k.clone(), x[0].clone()], 1)), &[c]);
+    check_grads(
+        "concatenate with constant",
+        move |x: &[Array]| sq(&ct::concatenate(&[k.clone(), x[0].clone()], 1)),
+        &[c],
+    );
     let g = ct::grad(|x: &[Array]| sq(&ct::concatenate(x, 1)).sum_all());
     check_grads("grad of concatenate", move |x: &[Array]| sq(&g(x).unwrap()[1]), &[a, b]);
 }

@@ -117,7 +117,11 @@ impl Array {
         let ishape = with_axis(&s, a, indices.shape()[a]);
         let idx = indices.broadcast_to(&ishape);
         let ok = broadcast_shapes(values.shape(), &ishape).map(|b| b.as_slice() == ishape.as_slice()).unwrap_or(false);
-        assert!(ok, "cotangent::{op}: values of shape {:?} do not broadcast to the indices' shape {ishape:?}", values.shape());
+        assert!(
+            ok,
+            "cotangent::{op}: values of shape {:?} do not broadcast to the indices' shape {ishape:?}",
+            values.shape()
+        );
         let v = values.astype(self.dtype()).broadcast_to(&ishape);
         scatter(mode, self, &idx, &v, a)
     }

@@ -131,10 +131,7 @@ pub fn tensordot(a: &Array, b: &Array, axes: impl Into<TensordotAxes>) -> Array 
             ((a.ndim() - n..a.ndim()).collect(), (0..n).collect())
         }
         TensordotAxes::Pairs(pa, pb) => {
-            assert!(
-                pa.len() == pb.len(),
-                "cotangent::tensordot: axis lists {pa:?} and {pb:?} have different lengths"
-            );
+            assert!(pa.len() == pb.len(), "cotangent::tensordot: axis lists {pa:?} and {pb:?} have different lengths");
             (
                 pa.iter().map(|&x| super::shape::axis_for("tensordot", x, a.shape(), a.ndim())).collect(),
                 pb.iter().map(|&x| super::shape::axis_for("tensordot", x, b.shape(), b.ndim())).collect(),
@@ -217,7 +214,8 @@ pub fn einsum(spec: &str, operands: &[Array]) -> Array {
         None => {
             let mut all: Vec<char> = terms.iter().flatten().copied().collect();
             all.sort_unstable();
-            let mut once: Vec<char> = all.iter().copied().filter(|c| all.iter().filter(|d| *d == c).count() == 1).collect();
+            let mut once: Vec<char> =
+                all.iter().copied().filter(|c| all.iter().filter(|d| *d == c).count() == 1).collect();
             once.dedup();
             once
         }

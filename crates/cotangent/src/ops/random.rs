@@ -33,7 +33,12 @@ fn check_key(op: &str, key: &Array) {
 }
 
 fn draw(key: &Array, dist: Dist, shape: &[usize], dtype: DType) -> Array {
-    Array::from_primitive(RandomSample { dist, shape: Shape::from_slice(shape), dtype }, vec![key.clone()], shape, dtype)
+    Array::from_primitive(
+        RandomSample { dist, shape: Shape::from_slice(shape), dtype },
+        vec![key.clone()],
+        shape,
+        dtype,
+    )
 }
 
 /// A key from a 64-bit seed: `[seed >> 32, seed & 0xffffffff]` (JAX's `PRNGKey`).

@@ -186,11 +186,7 @@ fn to_float(x: &Array) -> Array {
 fn arg_reduce(op: ArgReduceOp, x: &Array, axis: isize, keepdims: bool) -> Array {
     let name = if op == ArgReduceOp::ArgMax { "argmax" } else { "argmin" };
     let a = axis_for(name, axis, x.shape(), x.ndim());
-    assert!(
-        x.shape()[a] > 0,
-        "cotangent::{name}: cannot reduce the zero-size axis {a} of shape {:?}",
-        x.shape()
-    );
+    assert!(x.shape()[a] > 0, "cotangent::{name}: cannot reduce the zero-size axis {a} of shape {:?}", x.shape());
     finish(arg_reduce_keepdims(op, x, a), x.shape(), &[a], keepdims)
 }
 

@@ -24,7 +24,13 @@ impl Primitive for Matmul {
     }
 
     /// `dA = C·Bᵀ`, `dB = Aᵀ·C`, each summed over the batch axes its operand was broadcast along.
-    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         let (a, b) = (&primals[0], &primals[1]);
         let c = &cotangents[0];
         Ok(argnums

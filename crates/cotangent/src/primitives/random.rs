@@ -183,11 +183,23 @@ impl Primitive for RandomSample {
         })])
     }
 
-    fn vjp(&self, primals: &[Array], _cotangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(
+        &self,
+        primals: &[Array],
+        _cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         Ok(argnums.iter().map(|&i| crate::ops::zeros_like(&primals[i])).collect())
     }
 
-    fn jvp(&self, _primals: &[Array], _tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+    fn jvp(
+        &self,
+        _primals: &[Array],
+        _tangents: &[Array],
+        _argnums: &[usize],
+        outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         Ok(vec![crate::ops::zeros_like(&outputs[0])])
     }
 
@@ -237,11 +249,23 @@ impl Primitive for ArgMaxLast {
         Ok(vec![Data::from_vec(out, &outputs[0].shape)])
     }
 
-    fn vjp(&self, primals: &[Array], _cotangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(
+        &self,
+        primals: &[Array],
+        _cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         Ok(argnums.iter().map(|&i| crate::ops::zeros_like(&primals[i])).collect())
     }
 
-    fn jvp(&self, _primals: &[Array], _tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+    fn jvp(
+        &self,
+        _primals: &[Array],
+        _tangents: &[Array],
+        _argnums: &[usize],
+        outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         Ok(vec![crate::ops::zeros_like(&outputs[0])])
     }
 

@@ -500,7 +500,13 @@ impl Primitive for Scan {
         }?;
         Ok(vec![d])
     }
-    fn vjp(&self, primals: &[Array], cotangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        _argnums: &[usize],
+        outputs: &[Array],
+    ) -> Result<Vec<Array>> {
         let (x, c, out) = (&primals[0], &cotangents[0], &outputs[0]);
         let back = |g: &Array| crate::ops::reduce::scan(ScanOp::Sum, g, self.axis, !self.reverse, self.inclusive);
         Ok(vec![match self.op {

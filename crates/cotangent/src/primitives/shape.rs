@@ -281,7 +281,9 @@ impl Primitive for SliceUpdate {
         if base.dtype() != update.dtype() {
             return Err(crate::Error::Eval(format!("{}: dtypes differ (internal error)", self.name())));
         }
-        Ok(vec![crate::dispatch_dtype!(base.dtype(), T => slice_update_kernel::<T>(base, update, &self.starts, &self.steps)?)])
+        Ok(vec![
+            crate::dispatch_dtype!(base.dtype(), T => slice_update_kernel::<T>(base, update, &self.starts, &self.steps)?),
+        ])
     }
     fn vjp(
         &self,
@@ -367,8 +369,7 @@ impl Primitive for Concatenate {
             .map(|&i| {
                 let mut starts = vec![0; c.ndim()];
                 starts[self.0] = begins[i];
-                let slice =
-                    Slice { starts, steps: vec![1; c.ndim()], shape: Shape::from_slice(primals[i].shape()) };
+                let slice = Slice { starts, steps: vec![1; c.ndim()], shape: Shape::from_slice(primals[i].shape()) };
                 crate::ops::shape::slice_raw(c, slice)
             })
             .collect())

@@ -69,7 +69,9 @@ impl Json {
     /// An integer (exact for the whole `i128` range the golden data can hold).
     pub fn int(&self) -> i128 {
         match self {
-            Json::Num(s) => s.parse().unwrap_or_else(|_| s.parse::<f64>().map(|v| v as i128).unwrap_or_else(|_| panic!("bad integer {s}"))),
+            Json::Num(s) => s
+                .parse()
+                .unwrap_or_else(|_| s.parse::<f64>().map(|v| v as i128).unwrap_or_else(|_| panic!("bad integer {s}"))),
             Json::Bool(b) => *b as i128,
             other => panic!("expected an integer, got {other}"),
         }
@@ -202,7 +204,8 @@ impl Parser<'_> {
             }
             Some(c) if *c == b'-' || c.is_ascii_digit() => {
                 let start = self.i;
-                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     self.i += 1;
                 }
                 Ok(Json::Num(String::from_utf8_lossy(&self.s[start..self.i]).into_owned()))

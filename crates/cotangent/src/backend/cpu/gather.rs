@@ -82,18 +82,23 @@ pub fn gather_along_axis<T: BufferElement, I: BufferElement>(
     xstr[axis] = 0;
     let mut out = Vec::with_capacity(crate::shape::numel(idx_shape));
     let mut bad: Option<i64> = None;
-    for_each_row(idx_shape, [&xstr, &idx.strides], [x.offset as isize, idx.offset as isize], |[xo, io], len, [xd, id]| {
-        for i in 0..len as isize {
-            let k = is[(io + i * id) as usize].to_i64();
-            match wrap(k, n) {
-                Some(k) => out.push(xs[(xo + i * xd + k as isize * ax_stride) as usize]),
-                None => {
-                    bad.get_or_insert(k);
-                    out.push(T::default());
+    for_each_row(
+        idx_shape,
+        [&xstr, &idx.strides],
+        [x.offset as isize, idx.offset as isize],
+        |[xo, io], len, [xd, id]| {
+            for i in 0..len as isize {
+                let k = is[(io + i * id) as usize].to_i64();
+                match wrap(k, n) {
+                    Some(k) => out.push(xs[(xo + i * xd + k as isize * ax_stride) as usize]),
+                    None => {
+                        bad.get_or_insert(k);
+                        out.push(T::default());
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     match bad {
         Some(k) => Err(range_error("take_along_axis", k, axis, n)),
         None => Ok(out),

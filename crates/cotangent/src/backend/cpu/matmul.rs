@@ -273,7 +273,13 @@ fn small_loop<T: GemmFloat>(g: &Geometry, sa: &[T], oa: isize, sb: &[T], ob: isi
     }
 }
 
-fn matmul_int<T: BufferElement>(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<T> {
+fn matmul_int<T: BufferElement>(
+    a: &Data,
+    a_shape: &[usize],
+    b: &Data,
+    b_shape: &[usize],
+    out_shape: &[usize],
+) -> Vec<T> {
     let g = geometry(a, a_shape, b, b_shape, out_shape);
     let total = crate::shape::numel(out_shape);
     let mut out = vec![T::from_i64(0); total];

@@ -70,7 +70,11 @@ pub fn rows_permutation(ndim: usize, axes: &[usize]) -> Vec<usize> {
 
 /// The elements of `x` (of `shape`) with `axes` moved last, row-major: `numel / r` dense rows of
 /// length `r` (the product of the extents of `axes`). Borrowed when no copy is needed.
-pub fn rows_of<'a, T: BufferElement>(x: &'a Data, shape: &[usize], axes: &[usize]) -> (std::borrow::Cow<'a, [T]>, usize) {
+pub fn rows_of<'a, T: BufferElement>(
+    x: &'a Data,
+    shape: &[usize],
+    axes: &[usize],
+) -> (std::borrow::Cow<'a, [T]>, usize) {
     let perm = rows_permutation(shape.len(), axes);
     let r: usize = axes.iter().map(|&a| shape[a]).product();
     let pshape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
@@ -110,7 +114,11 @@ pub fn per_row<T: Sync, U: Send>(src: &[T], n_rows: usize, r: usize, f: impl Fn(
 }
 
 /// Map every row of length `r` to a row of the same length, in parallel for large inputs.
-pub fn map_rows<T: Sync, U: Send + Default + Clone>(src: &[T], r: usize, f: impl Fn(&[T], &mut [U]) + Sync + Send) -> Vec<U> {
+pub fn map_rows<T: Sync, U: Send + Default + Clone>(
+    src: &[T],
+    r: usize,
+    f: impl Fn(&[T], &mut [U]) + Sync + Send,
+) -> Vec<U> {
     use rayon::prelude::*;
     let mut out = vec![U::default(); src.len()];
     if r == 0 {
