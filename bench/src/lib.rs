@@ -58,13 +58,7 @@ pub fn time_fn(mut f: impl FnMut(), warmup: usize, reps: usize, min_time: f64) -
         })
         .collect();
     samples.sort_by(f64::total_cmp);
-    Timing {
-        median_s: median_sorted(&samples),
-        min_s: samples[0],
-        max_s: samples[samples.len() - 1],
-        inner,
-        reps,
-    }
+    Timing { median_s: median_sorted(&samples), min_s: samples[0], max_s: samples[samples.len() - 1], inner, reps }
 }
 
 fn median_sorted(s: &[f64]) -> f64 {
@@ -360,8 +354,7 @@ pub fn run_child(extra: &[String]) -> Value {
                 (true, Some(l)) => serde_json::from_str(l).unwrap_or_else(|e| json!({"error": e.to_string()})),
                 _ => {
                     let err = String::from_utf8_lossy(&o.stderr);
-                    let tail: String =
-                        err.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+                    let tail: String = err.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
                     json!({"error": format!("child status {}", o.status), "stderr_tail": tail})
                 }
             }

@@ -122,7 +122,8 @@ fn chunk_body(d: Dims) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone 
         let mut s = a[0].clone();
         let mut outs = Vec::with_capacity(len + 1);
         for i in 0..len {
-            let (o, s2) = step(d, &s, &a[1 + i], &a[1 + len + i], &a[1 + 2 * len + i], &a[1 + 3 * len + i], &a[1 + 4 * len + i]);
+            let (o, s2) =
+                step(d, &s, &a[1 + i], &a[1 + len + i], &a[1 + 2 * len + i], &a[1 + 3 * len + i], &a[1 + 4 * len + i]);
             s = s2;
             outs.push(o);
         }
