@@ -24,6 +24,9 @@ use cotangent_bench::{self as cb, serde_json::json, Args, Rng};
 
 const B: usize = 1;
 
+/// A boxed value_and_grad function.
+type ValueAndGrad = Box<dyn Fn(&[Array]) -> ct::Result<(Vec<Array>, Vec<Array>)>>;
+
 #[derive(Clone, Copy)]
 struct Dims {
     h: usize,
@@ -137,7 +140,7 @@ fn child(a: &Args, t: usize, mode: &str, d: Dims, c: usize) -> ct::Result<serde_
     let warmup: usize = a.num("warmup", 1);
     let x = inputs(t, d);
     ct::eval(&x)?;
-    let vg: Box<dyn Fn(&[Array]) -> ct::Result<(Vec<Array>, Vec<Array>)>> = if mode == "op_by_op" {
+    let vg: ValueAndGrad = if mode == "op_by_op" {
         Box::new(ct::value_and_grad(move |x: &[Array]| loss_op_by_op(x, t, d)))
     } else {
         let chunk = ct::checkpoint(chunk_body(d));
