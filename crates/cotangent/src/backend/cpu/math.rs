@@ -124,6 +124,9 @@ pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return f64::NAN;
     }
+    if x == 0.0 {
+        return x;
+    }
     let ax = x.abs();
     if ax < 2.5 {
         // Maclaurin series: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
@@ -136,7 +139,7 @@ pub fn erf(x: f64) -> f64 {
             term *= -x2 / n;
             let add = term / (2.0 * n + 1.0);
             sum += add;
-            if add.abs() < 1e-17 * sum.abs() {
+            if add.abs() <= 1e-17 * sum.abs() || n > 200.0 {
                 break;
             }
         }
