@@ -52,13 +52,13 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             vocab: 64,
-            pairs: 8,
+            pairs: 4,
             seq_len: 64,
             dim: 64,
             heads: 2,
-            batch: 64,
-            steps: 2000,
-            lr: 3e-3,
+            batch: 32,
+            steps: 1500,
+            lr: 1e-2,
             seed: 0,
             chunk: 16,
             recurrent: false,
@@ -75,13 +75,13 @@ const HELP: &str = "mqar: train a 2-layer Gated DeltaNet on multi-query associat
 
 options (defaults in brackets):
   --vocab N        vocabulary size; keys use the lower half, values the upper [64]
-  --pairs N        key-value pairs per sequence [8]
+  --pairs N        key-value pairs per sequence [4]
   --seq-len N      sequence length [64]
   --dim N          model width [64]
   --heads N        heads of the delta-rule layers [2]
-  --batch N        sequences per step [64]
-  --steps N        training steps [2000]
-  --lr X           peak learning rate (AdamW, warmup + cosine) [0.003]
+  --batch N        sequences per step [32]
+  --steps N        training steps [1500]
+  --lr X           peak learning rate (AdamW, warmup + cosine) [0.01]
   --seed N         seed for data and initialisation [0]
   --chunk N        chunk length of the recurrence [16]
   --recurrent      run the recurrence op by op instead of chunked
