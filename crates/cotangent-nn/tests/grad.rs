@@ -31,7 +31,11 @@ fn check_model_grads<M: Module + Clone + Send + Sync + 'static>(
                 loss(&m).unwrap().item::<f64>().unwrap()
             };
             let fd = (eval_at(h) - eval_at(-h)) / (2.0 * h);
-            assert!((g[i] - fd).abs() <= tol * (1.0 + fd.abs()), "{name}[{i}]: grad {} vs finite difference {fd}", g[i]);
+            assert!(
+                (g[i] - fd).abs() <= tol * (1.0 + fd.abs()),
+                "{name}[{i}]: grad {} vs finite difference {fd}",
+                g[i]
+            );
             checked += 1;
         }
     }
@@ -59,7 +63,7 @@ fn chunked_and_recurrent_gradients_agree() {
     rec.config.mode = RecurrenceMode::Recurrent;
     let x = ct::random::normal(&ct::random::key(5), &[2, 13, 8], DType::F64);
     let f = move |m: &GatedDeltaNet, b: &[Array]| m.forward(&b[0]).map(|y| y.square().sum_all());
-    let (_, g1) = value_and_grad(f)(&layer, &[x.clone()]).unwrap();
+    let (_, g1) = value_and_grad(f)(&layer, std::slice::from_ref(&x)).unwrap();
     let (_, g2) = value_and_grad(f)(&rec, &[x]).unwrap();
     for ((n, a), (_, b)) in g1.flatten().iter().zip(g2.flatten()) {
         let (a, b) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
@@ -143,7 +147,7 @@ fn cross_entropy_values_and_fused_gradient() {
         let loss = cross_entropy(&z, &y, eps, Reduction::None).to_f64_vec().unwrap();
         let (_, g) = ct::vjp(
             |x: &[Array]| cross_entropy(&x[0], &y, eps, Reduction::Sum),
-            &[z.clone()],
+            std::slice::from_ref(&z),
             &[Array::scalar(1.0f64)],
         )
         .unwrap();
@@ -194,14 +198,14 @@ fn value_and_grad_excludes_frozen_parameters() {
     let model = Freeze::new(tiny(), &["embed", "attn.q_proj"]);
     let ids = Array::from_slice(&[0i32, 3, 1], &[1, 3]);
     let vg = value_and_grad(|m: &Freeze<Tiny>, b: &[Array]| m.forward(&b[0]).square().sum_all());
-    let (outs, grads) = vg(&model, &[ids.clone()]).unwrap();
+    let (outs, grads) = vg(&model, std::slice::from_ref(&ids)).unwrap();
     let names = grads.names();
     assert!(!names.iter().any(|n| n.starts_with("embed") || n.starts_with("attn.q_proj")), "{names:?}");
     assert!(names.contains(&"attn.k_proj.weight".to_string()));
     assert_eq!(names.len(), model.parameters().len() - 2);
     // the trainable gradients equal those of the unfrozen model
-    let (_, all) = value_and_grad(|m: &Tiny, b: &[Array]| m.forward(&b[0]).square().sum_all())(&model.module, &[ids])
-        .unwrap();
+    let (_, all) =
+        value_and_grad(|m: &Tiny, b: &[Array]| m.forward(&b[0]).square().sum_all())(&model.module, &[ids]).unwrap();
     for (n, g) in grads.flatten() {
         assert_eq!(g.to_f64_vec().unwrap(), all.require(&n).unwrap().to_f64_vec().unwrap(), "{n}");
     }

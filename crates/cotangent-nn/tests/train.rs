@@ -15,7 +15,11 @@ struct Model {
 
 impl Module for Model {
     fn parameters(&self) -> Tree {
-        Tree::dict([("embed", self.embed.parameters()), ("mixer", self.mixer.parameters()), ("head", self.head.parameters())])
+        Tree::dict([
+            ("embed", self.embed.parameters()),
+            ("mixer", self.mixer.parameters()),
+            ("head", self.head.parameters()),
+        ])
     }
     fn update(&mut self, p: &Tree) -> Result<()> {
         check_keys(p, &["embed", "mixer", "head"])?;
@@ -41,13 +45,14 @@ fn training_reduces_the_loss() {
         let h = &x + m.mixer.forward(&x)?;
         Ok::<_, ct::Error>(cross_entropy(&m.head.forward(&h), &batch[1], 0.0, Reduction::Mean))
     });
-    let steps = 60;
-    let mut opt = AdamW::new(1e-2, 0.01);
-    let lr = schedules::warmup_cosine(1e-2, 5, steps, 1e-3);
+    let steps = 200;
+    let mut opt = AdamW::new(3e-2, 0.01);
+    let lr = schedules::warmup_cosine(3e-2, 10, steps, 1e-3);
     let mut losses = vec![];
     for step in 0..steps {
         // targets: the previous token (needs the mixer to look back one step)
-        let ids = ct::random::randint(&ct::random::fold_in(&k[3], step as u32), 0, vocab as i64, &[b, t + 1], DType::I32);
+        let ids =
+            ct::random::randint(&ct::random::fold_in(&k[3], step as u32), 0, vocab as i64, &[b, t + 1], DType::I32);
         let inputs = ids.slice_axis(1, Some(1), None, 1);
         let targets = ids.slice_axis(1, Some(0), Some(t as isize), 1);
         let (outs, grads) = vg(&model, &[inputs, targets]).unwrap();
@@ -58,5 +63,6 @@ fn training_reduces_the_loss() {
     }
     let first: f32 = losses[..5].iter().sum::<f32>() / 5.0;
     let last: f32 = losses[steps - 5..].iter().sum::<f32>() / 5.0;
-    assert!(last < 0.6 * first, "loss went from {first} to {last}: {losses:?}");
+    eprintln!("loss {first} -> {last}");
+    assert!(last < 0.25 * first, "loss went from {first} to {last}: {losses:?}");
 }
