@@ -44,7 +44,18 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     if outputs.iter().all(|a| a.node.is_computed()) {
         return outputs.iter().try_for_each(|a| a.computed_data().map(|_| ()));
     }
-    let tape = topo_order(outputs, |n| n.is_computed());
+    let mut tape = topo_order(outputs, |n| n.is_computed());
+    // Run nodes in the order the program created them (a topological order: inputs are
+    // always created first), not in depth-first order from the outputs. Creation order is the
+    // order eager execution would use, and reverse mode creates each node's backward
+    // computation when it reaches that node: a checkpointed segment's recomputation, its
+    // backward and every gradient term that needs its recomputed values are created together,
+    // after the later segments' backward. So one segment's recomputation is finished and freed
+    // before the previous one starts. Depth-first order instead computes an output's whole
+    // subtree before the next output's: gradient terms off the backward chain (a weight's
+    // gradient, dq of a recurrence) ran at the very end and kept every recomputed segment
+    // alive, so checkpointing saved no memory. Consuming the tape releases each node as it goes.
+    tape.sort_by_key(|n| n.seq);
     for node in tape {
         compute(&node);
     }
