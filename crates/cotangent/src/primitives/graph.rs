@@ -168,8 +168,15 @@ impl Primitive for CustomTransforms {
             }
             // each output must be the unbatched output with the batch axis inserted
             let batch = args.iter().zip(arg_axes).find_map(|(x, a)| a.map(|a| x.shape()[a])).unwrap_or(0);
-            for (j, ((o, a), y)) in outs.iter().zip(&oaxes).zip(&inputs[n..]).enumerate() {
+            // (inputs[n..] are the forward outputs as the vmap trace sees them: batched along
+            // axes[n..] where they depend on batched inputs)
+            for (j, ((o, a), (y, y_ax))) in outs.iter().zip(&oaxes).zip(inputs[n..].iter().zip(&axes[n..])).enumerate()
+            {
                 let mut want = y.shape().to_vec();
+                if let Some(ax) = y_ax {
+                    want.remove(*ax);
+                }
+                let unbatched = want.clone();
                 let ok_axis = match a {
                     Some(a) if *a <= want.len() => {
                         want.insert(*a, batch);
@@ -187,7 +194,7 @@ impl Primitive for CustomTransforms {
                              shape {:?} with a batch axis of size {batch} and dtype {}",
                             o.shape(),
                             o.dtype(),
-                            y.shape(),
+                            unbatched,
                             y.dtype()
                         ),
                     ));
