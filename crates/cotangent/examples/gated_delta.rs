@@ -84,25 +84,25 @@ fn decay(a: &Array) -> Array {
 /// The recurrence over the steps of `q, k [B,H,C,dk]`, `v [B,H,C,dv]`, `a, b [B,H,C]` from
 /// state `s [B,H,dk,dv]`: returns `[y [B,H,C,dv], S_out]`. Plain ops only, so `ct::vjp` can
 /// differentiate it; the op-by-op mode runs it on the whole sequence, the chunked mode on one
-/// chunk.
+/// chunk. Each step works on rows: `x_t = x[.., t:t+1, :]` is `[B,H,1,d]`, so `kᵀ_t S` is the
+/// matrix product `k_t @ S` and `k_t ⊗ δ` is `k_tᵀ @ δ`.
 fn recurrence(x: &[Array]) -> Vec<Array> {
     let (mut s, q, k, v) = (x[0].clone(), &x[1], &x[2], &x[3]);
-    let g = decay(&x[4]); // [B,H,C]
-    let beta = x[5].sigmoid(); // [B,H,C]
+    let g = decay(&x[4]).expand_dims(&[-1]); // [B,H,C,1]
+    let beta = x[5].sigmoid().expand_dims(&[-1]); // [B,H,C,1]
     let steps = q.dim(2);
     let mut ys = Vec::with_capacity(steps);
     for t in 0..steps as isize {
-        let at = |x: &Array| x.slice_axis(2, Some(t), Some(t + 1), 1).squeeze(&[2]);
-        let (q_t, k_t, v_t) = (at(q), at(k), at(v)); // [B,H,dk], [B,H,dk], [B,H,dv]
-        let (g_t, beta_t) = (at(&g).expand_dims(&[-1]).expand_dims(&[-1]), at(&beta).expand_dims(&[-1]));
-        let k_col = k_t.expand_dims(&[-1]); // [B,H,dk,1]
+        let row = |x: &Array| x.slice_axis(2, Some(t), Some(t + 1), 1);
+        let (q_t, k_t, v_t) = (row(q), row(k), row(v)); // [B,H,1,dk], [B,H,1,dk], [B,H,1,dv]
+        let (g_t, beta_t) = (row(&g), row(&beta)); // [B,H,1,1], broadcast over S
         s = &s * &g_t; // S = S · g_t
-        let kv = (&k_col * &s).sum(&[-2], false); // kᵀ S: [B,H,dv]
-        let delta = (&v_t - &kv) * &beta_t; // [B,H,dv]
-        s = &s + &k_col * delta.expand_dims(&[-2]); // S + k ⊗ δ
-        ys.push((q_t.expand_dims(&[-1]) * &s).sum(&[-2], false)); // qᵀ S: [B,H,dv]
+        let kv = k_t.matmul(&s); // kᵀ S: [B,H,1,dv]
+        let delta = (&v_t - &kv) * &beta_t; // [B,H,1,dv]
+        s = &s + k_t.swapaxes(-1, -2).matmul(&delta); // S + k ⊗ δ
+        ys.push(q_t.matmul(&s)); // qᵀ S: [B,H,1,dv]
     }
-    vec![ct::stack(&ys, 2), s]
+    vec![ct::concatenate(&ys, 2), s]
 }
 
 /// One chunk as a custom function: the forward is `recurrence`; the VJP recomputes it on
