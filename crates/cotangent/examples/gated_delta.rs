@@ -189,7 +189,7 @@ fn parse_args() -> Args {
             other => panic!("unknown argument {other}; use --t N --chunk C --mode both|opbyop|chunked --check"),
         }
     }
-    assert!(args.t % args.chunk == 0, "--t must be a multiple of --chunk");
+    assert!(args.t.is_multiple_of(args.chunk), "--t must be a multiple of --chunk");
     args
 }
 

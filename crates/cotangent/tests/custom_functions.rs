@@ -112,11 +112,12 @@ fn vjp_without_outputs_matches_autodiff() {
 fn straight_through_round_uses_the_custom_rule() {
     let ste = ct::custom_function(|x: &[Array]| x[0].round()).vjp(|_p, c, _o| vec![c[0].clone()]).name("ste").build();
     let x = Array::from_slice(&[0.3f64, 1.7, -2.2, 2.5], &[4]);
-    let y = ste(&[x.clone()]).unwrap();
+    let y = ste(std::slice::from_ref(&x)).unwrap();
     assert_eq!(vals(&y[0]), vec![0.0, 2.0, -2.0, 2.0]);
     let w = Array::from_slice(&[1.0f64, -2.0, 3.0, 0.5], &[4]);
     let w2 = w.clone();
-    let g = ct::grad(move |x: &[Array]| Ok::<_, ct::Error>((&ste(x)?[0] * &w2).sum_all()))(&[x.clone()]).unwrap();
+    let g = ct::grad(move |x: &[Array]| Ok::<_, ct::Error>((&ste(x)?[0] * &w2).sum_all()))(std::slice::from_ref(&x))
+        .unwrap();
     assert_eq!(vals(&g[0]), vals(&w), "straight-through: cotangent passes unchanged");
     // plain round has gradient zero: the custom rule is what made the difference
     let plain = ct::grad(move |x: &[Array]| (x[0].round() * &w).sum_all())(&[x]).unwrap();
@@ -151,7 +152,7 @@ fn higher_order_through_custom_vjp_against_closed_forms() {
         2.0 * s[i] * s[j] + if i == j { 2.0 * big_s * s[i] * (1.0 - s[i]) + 6.0 * xs[i] } else { 0.0 }
     };
 
-    let g = ct::grad(loss.clone())(&[x.clone()]).unwrap();
+    let g = ct::grad(loss.clone())(std::slice::from_ref(&x)).unwrap();
     let want: Vec<f64> = (0..4).map(|i| 2.0 * big_s * s[i] + 3.0 * xs[i] * xs[i]).collect();
     assert_close(&vals(&g[0]), &want, 1e-12, "grad");
 
@@ -159,10 +160,10 @@ fn higher_order_through_custom_vjp_against_closed_forms() {
     let l2 = loss.clone();
     let gg = ct::grad(move |x: &[Array]| ct::grad(l2.clone())(x).map(|g| g[0].sum_all()));
     let want: Vec<f64> = (0..4).map(|i| (0..4).map(|j| hess(i, j)).sum()).collect();
-    assert_close(&vals(&gg(&[x.clone()]).unwrap()[0]), &want, 1e-12, "grad grad");
+    assert_close(&vals(&gg(std::slice::from_ref(&x)).unwrap()[0]), &want, 1e-12, "grad grad");
 
     let v = [1.0f64, -0.5, 2.0, 0.25];
-    let hv = ct::hvp(loss.clone(), &[x.clone()], &[Array::from_slice(&v, &[4])]).unwrap();
+    let hv = ct::hvp(loss.clone(), std::slice::from_ref(&x), &[Array::from_slice(&v, &[4])]).unwrap();
     let want: Vec<f64> = (0..4).map(|i| (0..4).map(|j| hess(i, j) * v[j]).sum()).collect();
     assert_close(&vals(&hv[0]), &want, 1e-12, "hvp");
 
@@ -221,15 +222,15 @@ fn grad_of_vmap_of_custom_uses_the_custom_rule() {
     let f = marked_sin();
     let xs = Lcg(4).array(&[3, 4], -1.0, 1.0);
     let gv = ct::grad(move |x: &[Array]| ct::vmap(f.clone(), &[Some(1)], &[Some(0)])(x).map(|o| o[0].sum_all()));
-    assert_eq!(vals(&gv(&[xs.clone()]).unwrap()[0]), vec![2.0; 12]);
+    assert_eq!(vals(&gv(std::slice::from_ref(&xs)).unwrap()[0]), vec![2.0; 12]);
     // and the forward values are the forward's
     let f = marked_sin();
-    let y = ct::vmap(f, &[Some(1)], &[Some(1)])(&[xs.clone()]).unwrap();
+    let y = ct::vmap(f, &[Some(1)], &[Some(1)])(std::slice::from_ref(&xs)).unwrap();
     assert_eq!(vals(&y[0]), vals(&xs.sin()));
     // jvp of vmap uses the (batched) jvp rule
     let f = marked_sin();
     let t = Lcg(5).array(&[3, 4], -1.0, 1.0);
-    let (_, jt) = ct::jvp(ct::vmap(f, &[Some(0)], &[Some(0)]), &[xs], &[t.clone()]).unwrap();
+    let (_, jt) = ct::jvp(ct::vmap(f, &[Some(0)], &[Some(0)]), &[xs], std::slice::from_ref(&t)).unwrap();
     assert_eq!(vals(&jt[0]), vals(&(&t * 5.0)));
 }
 
@@ -241,7 +242,7 @@ fn jvp_rule_is_used_and_missing_jvp_falls_back_exactly() {
     let t = rng.array(&[7], -1.0, 1.0);
     let u = rng.array(&[7], -1.0, 1.0);
     // a rule: used as given
-    let (_, jt) = ct::jvp(marked_sin(), &[x.clone()], &[t.clone()]).unwrap();
+    let (_, jt) = ct::jvp(marked_sin(), std::slice::from_ref(&x), std::slice::from_ref(&t)).unwrap();
     assert_eq!(vals(&jt[0]), vals(&(&t * 5.0)), "the jvp rule is used");
     // no jvp rule (but a deliberately different vjp rule): jvp of the forward, bit for bit
     let f = ct::custom_function(two_out).vjp(|_p, c, _o| vec![&c[0] * 0.0, &c[1] * 0.0]).build();
@@ -254,7 +255,9 @@ fn jvp_rule_is_used_and_missing_jvp_falls_back_exactly() {
     // a tangent for one input only: the other is constant
     let f = ct::custom_function(two_out).build();
     let y2 = y.clone();
-    let (_, jt) = ct::jvp(move |a: &[Array]| f(&[a[0].clone(), y2.clone()]), &[x.clone()], &[t.clone()]).unwrap();
+    let (_, jt) =
+        ct::jvp(move |a: &[Array]| f(&[a[0].clone(), y2.clone()]), std::slice::from_ref(&x), std::slice::from_ref(&t))
+            .unwrap();
     assert_close(&vals(&jt[0]), &vals(&(x.cos() * &y * &t)), 1e-14, "one tangent, output 0");
     assert_close(&vals(&jt[1]), &vals(&(x.exp() * &t)), 1e-14, "one tangent, output 1");
 }
@@ -332,7 +335,7 @@ fn grad_error(f: impl Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync + 'st
 
 fn jvp_error(f: impl Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync + 'static) -> String {
     let x = Array::from_slice(&[1.0f64, 2.0], &[2]);
-    ct::jvp(f, &[x.clone()], &[ct::ones_like(&x)]).unwrap_err().to_string()
+    ct::jvp(f, std::slice::from_ref(&x), &[ct::ones_like(&x)]).unwrap_err().to_string()
 }
 
 fn vmap_error(f: impl Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync + 'static) -> String {
@@ -410,7 +413,7 @@ fn depends_semantics() {
     let z = rng.array(&[4], -1.0, 1.0);
     // values pass through; the dependency is computed first
     let dep = z.exp();
-    let out = ct::depends(&[x.clone(), y.clone()], &[dep.clone()]);
+    let out = ct::depends(&[x.clone(), y.clone()], std::slice::from_ref(&dep));
     assert_eq!(out.len(), 2);
     assert!(!dep.is_evaluated());
     assert_eq!(vals(&out[0]), vals(&x));
