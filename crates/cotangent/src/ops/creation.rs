@@ -95,7 +95,7 @@ fn mask(n: usize, m: usize, dtype: DType, f: impl Fn(usize, usize) -> bool) -> A
 pub fn tril(x: &Array, k: isize) -> Array {
     assert!(x.ndim() >= 2, "cotangent::tril: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
-    crate::ops::select(&tri(n, m, k, DType::Bool), x, &zeros_like(x))
+    crate::ops::select(&tri(n, m, k, DType::Bool), x, zeros_like(x))
 }
 
 /// The upper triangle (on and above diagonal `k`) of the last two axes; zeros elsewhere.
@@ -103,7 +103,7 @@ pub fn tril(x: &Array, k: isize) -> Array {
 pub fn triu(x: &Array, k: isize) -> Array {
     assert!(x.ndim() >= 2, "cotangent::triu: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
-    crate::ops::select(&tri(n, m, k - 1, DType::Bool), &zeros_like(x), x)
+    crate::ops::select(&tri(n, m, k - 1, DType::Bool), zeros_like(x), x)
 }
 
 impl Array {

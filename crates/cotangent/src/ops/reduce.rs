@@ -38,18 +38,20 @@ pub(crate) fn finish(y: Array, x_shape: &[usize], axes: &[usize], keepdims: bool
 
 #[track_caller]
 fn reduce(op: ReduceOp, x: &Array, axes: &[isize], keepdims: bool) -> Array {
-    if axes.is_empty() {
-        return x.clone();
-    }
-    let ax = reduce_axes(op.name(), x, axes);
+    // sums and products of bool / u8 accumulate in i32 / u32 (numpy), also for an empty axes list
     let x = if op == ReduceOp::Sum || op == ReduceOp::Prod {
         match x.dtype() {
-            DType::Bool | DType::U8 => x.astype(if x.dtype() == DType::Bool { DType::I32 } else { DType::U32 }),
+            DType::Bool => x.astype(DType::I32),
+            DType::U8 => x.astype(DType::U32),
             _ => x.clone(),
         }
     } else {
         x.clone()
     };
+    if axes.is_empty() {
+        return x;
+    }
+    let ax = reduce_axes(op.name(), &x, axes);
     if matches!(op, ReduceOp::Max | ReduceOp::Min) {
         for &a in &ax {
             assert!(
@@ -110,7 +112,7 @@ impl Array {
     #[track_caller]
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Array {
         if axes.is_empty() {
-            return self.clone();
+            return self.astype(self.dtype().to_float());
         }
         let ax = reduce_axes("mean", self, axes);
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();

@@ -30,7 +30,7 @@ impl Array {
                     d as usize
                 } else {
                     assert!(
-                        known != 0 && n % known == 0,
+                        known != 0 && n.is_multiple_of(known),
                         "cotangent::reshape: cannot reshape {:?} to {shape:?}",
                         self.shape()
                     );
@@ -452,7 +452,7 @@ impl Array {
     /// ```
     /// use cotangent::Array;
     /// let x = Array::from_slice(&[0i32, 1, 2, 3, 4, 5], &[6]);
-    /// assert_eq!(x.split(3usize, 0).len(), 3);
+    /// assert_eq!(x.split(3, 0).len(), 3);
     /// let p = x.split(&[1, -2], 0);
     /// assert_eq!(p[1].to_vec::<i32>().unwrap(), vec![1, 2, 3]);
     /// ```
@@ -468,7 +468,7 @@ impl Array {
             SplitSpec::Sections(k) => {
                 assert!(k > 0, "cotangent::split: number of sections must be positive");
                 assert!(
-                    n % k == 0,
+                    n.is_multiple_of(k),
                     "cotangent::split: axis {a} of shape {:?} does not divide into {k} equal sections",
                     self.shape()
                 );

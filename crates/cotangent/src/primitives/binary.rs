@@ -94,7 +94,27 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
         Divide => m!(|x, y| x / y),
-        FloorDivide => m!(|x, y| (x / y).floor()),
+        // numpy's divmod-based floor division, consistent with `remainder`
+        // (`x == y * (x // y) + x % y`), e.g. `1 // -inf == -1`, not `floor(1 / -inf) == -0`.
+        FloorDivide => m!(|x: T, y: T| {
+            if y == T::ZERO {
+                return x / y;
+            }
+            let md = x % y;
+            let mut div = (x - md) / y;
+            if md != T::ZERO && ((y < T::ZERO) != (md < T::ZERO)) {
+                div = div - T::ONE;
+            }
+            if div == T::ZERO {
+                return if x / y < T::ZERO { -T::ZERO } else { T::ZERO };
+            }
+            let fl = div.floor();
+            if div - fl > T::of(0.5) {
+                fl + T::ONE
+            } else {
+                fl
+            }
+        }),
         Remainder => m!(|x: T, y: T| {
             let r = x % y;
             if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
@@ -335,10 +355,10 @@ fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<
         Power => Partial::Of(if first {
             // b * a^(b-1), with 0 where b == 0 (so 0^0 has derivative 0 as in JAX)
             let d = b * crate::ops::power(a, b - 1.0);
-            crate::ops::select(&b.equal(0.0), &crate::ops::zeros_like(&d), &d)
+            crate::ops::select(&b.equal(0.0), crate::ops::zeros_like(&d), &d)
         } else {
             // out * log(a), taking log(1) = 0 where a == 0
-            let safe = crate::ops::select(&a.equal(0.0), &crate::ops::ones_like(a), a);
+            let safe = crate::ops::select(&a.equal(0.0), crate::ops::ones_like(a), a);
             out * safe.log()
         }),
         Maximum | Minimum => {

@@ -158,7 +158,7 @@ impl Primitive for ScatterAlongAxis {
                     // only the update that won a duplicated position reaches the output
                     let g = gather(c, idx, self.axis);
                     let won = put_winners(&primals[0], idx, self.axis);
-                    crate::ops::select(&won, &g, &crate::ops::zeros_like(&g))
+                    crate::ops::select(&won, &g, crate::ops::zeros_like(&g))
                 }
             })
             .collect())

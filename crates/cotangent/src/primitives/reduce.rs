@@ -44,7 +44,8 @@ pub struct Reduce {
     pub axes: Vec<usize>,
 }
 
-fn float_reduce<T: BufferElement, A: Copy + 'static>(
+#[allow(clippy::too_many_arguments, clippy::eq_op)]
+fn float_reduce<T: BufferElement, A>(
     op: ReduceOp,
     x: &Data,
     shape: &[usize],
@@ -57,7 +58,7 @@ fn float_reduce<T: BufferElement, A: Copy + 'static>(
     pinf: A,
 ) -> Vec<T>
 where
-    A: std::ops::Add<Output = A> + std::ops::Mul<Output = A> + PartialOrd,
+    A: Copy + 'static + std::ops::Add<Output = A> + std::ops::Mul<Output = A> + PartialOrd,
 {
     let nan_max = |a: A, v: A| {
         if a != a || v != v {
@@ -95,9 +96,9 @@ where
     acc.into_iter().map(from).collect()
 }
 
-fn int_reduce<T: BufferElement + Ord>(op: ReduceOp, x: &Data, shape: &[usize], axes: &[usize], min: T, max: T) -> Vec<T>
+fn int_reduce<T>(op: ReduceOp, x: &Data, shape: &[usize], axes: &[usize], min: T, max: T) -> Vec<T>
 where
-    T: crate::dtype::Element,
+    T: BufferElement + Ord,
 {
     match op {
         ReduceOp::Sum => reduce_axes::<T, i64>(x, shape, axes, 0, |a, v| a.wrapping_add(v.to_i64()))
@@ -439,6 +440,7 @@ pub struct Scan {
 }
 
 impl Scan {
+    #[allow(clippy::too_many_arguments)]
     fn kernel<T: BufferElement, A: Copy + Send + Sync>(
         &self,
         x: &Array,

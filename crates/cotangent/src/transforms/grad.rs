@@ -5,6 +5,9 @@ use super::IntoOutputs;
 use crate::{Array, DType, Error, Result};
 use std::sync::Arc;
 
+/// A type-erased transformable function.
+type SharedFn = Arc<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync>;
+
 /// Which inputs to differentiate.
 fn pick(grads: Vec<Array>, argnums: Option<&[usize]>) -> Result<Vec<Array>> {
     match argnums {
@@ -163,7 +166,7 @@ where
     F: Fn(&[Array]) -> O + Send + Sync + 'static,
     O: IntoOutputs,
 {
-    let f: Arc<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync> = Arc::new(move |x: &[Array]| f(x).into_outputs());
+    let f: SharedFn = Arc::new(move |x: &[Array]| f(x).into_outputs());
     move |args: &[Array]| {
         let out = f(args)?.into_iter().next().ok_or_else(|| Error::Transform("jacobian: no outputs".into()))?;
         let primals: Arc<[Array]> = args.into();
@@ -193,7 +196,7 @@ where
     F: Fn(&[Array]) -> O + Send + Sync + 'static,
     O: IntoOutputs,
 {
-    let f: Arc<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync> = Arc::new(move |x: &[Array]| f(x).into_outputs());
+    let f: SharedFn = Arc::new(move |x: &[Array]| f(x).into_outputs());
     move |args: &[Array]| {
         let mut jac = Vec::with_capacity(args.len());
         for (i, x) in args.iter().enumerate() {

@@ -70,6 +70,8 @@ pub trait Float:
     fn is_nan(self) -> bool;
     /// Infinity test.
     fn is_infinite(self) -> bool;
+    /// Whether the sign bit is set (true for -0.0).
+    fn is_sign_neg(self) -> bool;
     /// Maximum propagating NaN.
     fn max_nan(self, o: Self) -> Self;
     /// Minimum propagating NaN.
@@ -108,6 +110,7 @@ macro_rules! impl_float {
             #[inline(always)] fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
             #[inline(always)] fn is_infinite(self) -> bool { <$t>::is_infinite(self) }
+            #[inline(always)] fn is_sign_neg(self) -> bool { <$t>::is_sign_negative(self) }
             #[inline(always)] fn max_nan(self, o: Self) -> Self {
                 if self.is_nan() || o.is_nan() { <$t>::NAN } else if self >= o { self } else { o }
             }
@@ -124,6 +127,9 @@ pub fn erf(x: f64) -> f64 {
     if x.is_nan() {
         return f64::NAN;
     }
+    if x == 0.0 {
+        return x;
+    }
     let ax = x.abs();
     if ax < 2.5 {
         // Maclaurin series: 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1))
@@ -136,7 +142,7 @@ pub fn erf(x: f64) -> f64 {
             term *= -x2 / n;
             let add = term / (2.0 * n + 1.0);
             sum += add;
-            if add.abs() < 1e-17 * sum.abs() {
+            if add.abs() <= 1e-17 * sum.abs() || n > 200.0 {
                 break;
             }
         }

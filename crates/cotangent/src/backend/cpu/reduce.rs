@@ -190,6 +190,7 @@ pub fn softmax_row<A: super::math::Float>(row: &[A], out: &mut [A]) {
 
 /// Cumulative combination of one row into `out`, from the end when `reverse`; an exclusive scan
 /// writes the combination of the elements strictly before (after) each position.
+#[allow(clippy::too_many_arguments)]
 pub fn scan_row<T: Copy, A: Copy>(
     row: &[T],
     out: &mut [T],

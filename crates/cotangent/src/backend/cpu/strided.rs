@@ -11,7 +11,7 @@ pub fn for_each_row<const N: usize>(
     offsets: [isize; N],
     mut f: impl FnMut([isize; N], usize, [isize; N]),
 ) {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return;
     }
     // Coalesce axes: drop extent-1 axes and merge axis i into i+1 where dense for all operands.

@@ -1,0 +1,84 @@
+//! MLP training-step throughput, float32, synthetic data (peers: `bench/peers/mlp.py`).
+//!
+//! 784 → 512 → 512 → 10 (`--dims`), ReLU, softmax cross-entropy (mean over the batch), plain SGD
+//! (lr 0.01), batch `--batch` (128), the same batch every step. One step = forward + backward +
+//! parameter update, fully evaluated. Mode `eager` (lazy graph, one eval per step). GFLOP/s uses
+//! the peers' estimate 6 · batch · weights per step.
+use cotangent::{self as ct, Array, DType};
+use cotangent_bench::{self as cb, serde_json::json, Args, Rng};
+
+const LR: f64 = 0.01;
+
+/// args = [W_0, b_0, W_1, b_1, ..., x, y]
+fn loss_fn(a: &[Array]) -> Array {
+    let nl = (a.len() - 2) / 2;
+    let (x, y) = (&a[2 * nl], &a[2 * nl + 1]);
+    let mut h = x.clone();
+    for i in 0..nl {
+        h = h.matmul(&a[2 * i]) + &a[2 * i + 1];
+        if i + 1 < nl {
+            h = h.maximum(0.0);
+        }
+    }
+    let lse = h.logsumexp(&[-1], false);
+    let picked = h.take_along_axis(&y.expand_dims(&[-1]), -1).squeeze(&[-1]);
+    (lse - picked).mean_all()
+}
+
+fn main() -> ct::Result<()> {
+    let a = Args::parse();
+    let dims: Vec<usize> = a.nums("dims", &[784, 512, 512, 10]);
+    let batch: usize = a.num("batch", 128);
+    let reps: usize = a.num("reps", 5);
+    let warmup: usize = a.num("warmup", 2);
+    let min_time: f64 = a.num("min-time", 0.5);
+    let mut rng = Rng::new(0);
+    let mut params = Vec::new();
+    let mut nweights = 0usize;
+    for w in dims.windows(2) {
+        let (din, dout) = (w[0], w[1]);
+        params.push(Array::from_vec(rng.normal_f32(din * dout, (2.0 / din as f64).sqrt()), &[din, dout]));
+        params.push(ct::zeros(&[dout], DType::F32));
+        nweights += din * dout;
+    }
+    let x = Array::from_vec(rng.normal_f32(batch * dims[0], 1.0), &[batch, dims[0]]);
+    let nc = *dims.last().expect("dims");
+    let y = Array::from_vec((0..batch).map(|_| rng.below(nc as u64) as i32).collect::<Vec<i32>>(), &[batch]);
+    let np = params.len();
+    let flops = 6.0 * batch as f64 * nweights as f64;
+    let vg = ct::value_and_grad_argnums(loss_fn, &(0..np).collect::<Vec<_>>());
+    let mut all = params.clone();
+    all.push(x.clone());
+    all.push(y.clone());
+    ct::eval(&all)?;
+    let loss0 = loss_fn(&all).item::<f32>()?;
+    let state = std::cell::RefCell::new((params, Array::scalar(0.0f32)));
+    let one = || {
+        let mut st = state.borrow_mut();
+        let mut args = st.0.clone();
+        args.push(x.clone());
+        args.push(y.clone());
+        let (v, g) = vg(&args).expect("value_and_grad");
+        let new: Vec<Array> = st.0.iter().zip(&g).map(|(p, gp)| p - gp * LR).collect();
+        let mut ev = new.clone();
+        ev.push(v[0].clone());
+        ct::eval(&ev).expect("eval");
+        *st = (new, v[0].clone());
+    };
+    let (first, ()) = cb::timed_once(one);
+    let t = cb::time_fn(one, warmup, reps, min_time);
+    let loss_final = state.borrow().1.item::<f32>()?;
+    let s = t.median_s;
+    let res = json!({"eager": {
+        "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
+        "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
+        "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
+    }});
+    cb::emit(&cb::record(
+        "mlp",
+        json!({"dims": dims, "batch": batch, "lr": LR, "reps": reps, "warmup": warmup,
+               "min_time": min_time, "flops_per_step": flops}),
+        res,
+    ));
+    Ok(())
+}
