@@ -1,0 +1,356 @@
+//! The Gated DeltaNet layer and its recurrence.
+//!
+//! Per head, with a `d_k × d_v` state `S` (zero at the start), for every time step `t`:
+//!
+//! ```text
+//! S   = S · g_t                      g_t = exp(-softplus(a_t))   (decay in (0, 1))
+//! kv  = k_tᵀ S                       what the memory returns for k_t
+//! δ   = (v_t - kv) · β_t             β_t = sigmoid(b_t)          (write strength)
+//! S   = S + k_t ⊗ δ                  delta-rule write
+//! y_t = q_tᵀ S
+//! ```
+//!
+//! [`gated_delta_recurrent`] runs this step by step with ops; differentiating it stores the
+//! state of every step. [`gated_delta_chunked`] splits time into chunks and runs each chunk
+//! as one **custom function** ([`chunk_function`]) whose forward computes the whole chunk in
+//! parallel form (a handful of matrix products) and whose VJP *recomputes* the chunk from its
+//! inputs — ordered after the forward outputs with [`ct::depends`] — instead of storing its
+//! intermediates. Only the chunk-boundary states are kept between the forward and backward
+//! pass.
+use crate::layers::Linear;
+use crate::module::{check_keys, update_child, update_leaf};
+use crate::{activations, init, Module, Tree};
+use cotangent::{self as ct, Array, DType, Result};
+use std::sync::{Arc, OnceLock};
+
+/// How the recurrence is evaluated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecurrenceMode {
+    /// Step by step with ops; the backward pass keeps every step's state.
+    Recurrent,
+    /// Chunks of this many steps, each a custom function that recomputes itself in the
+    /// backward pass.
+    Chunked(usize),
+}
+
+type ChunkFn = Arc<dyn Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync>;
+
+/// The forward computation of one chunk, in parallel (WY) form.
+///
+/// Inputs: `q, k: [.., C, d_k]`, `v: [.., C, d_v]`, `log_g, beta: [.., C]`, `s0: [.., d_k, d_v]`
+/// (`..` = batch and head axes). Outputs: `y: [.., C, d_v]` and the final state.
+///
+/// With `γ_i = Σ_{j≤i} log g_j` and `D_ij = exp(γ_i − γ_j)` for `j ≤ i` (0 otherwise), the
+/// writes `δ` of the chunk solve the unit lower-triangular system
+/// `(I + A) δ = β ⊙ (v − e^γ ⊙ k S₀)` with `A_ij = β_i D_ij (k_i·k_j)` for `j < i`; then
+/// `y = e^γ ⊙ q S₀ + (D ⊙ q kᵀ) δ` and `S = e^{γ_C} S₀ + kᵀ (e^{γ_C − γ} ⊙ δ)`.
+/// `A` is nilpotent, so `(I + A)⁻¹ = (I − A)(I + A²)(I + A⁴)…` exactly, in `⌈log₂ C⌉`
+/// factors.
+pub fn chunk_forward(x: &[Array]) -> Vec<Array> {
+    let (q, k, v, log_g, beta, s0) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]);
+    let c = q.shape()[q.ndim() - 2];
+    let dt = q.dtype();
+    // γ = cumsum(log g) as a product with an upper-triangular matrix of ones
+    let upper = ct::tri(c, c, 0, dt).t();
+    let gamma = log_g.expand_dims(&[-2]).matmul(&upper).squeeze(&[-2]); // [.., C]
+    let gamma_last = gamma.slice_axis(-1, Some(c as isize - 1), None, 1); // [.., 1]
+    let lower = ct::tri(c, c, 0, DType::Bool);
+    let diff = gamma.expand_dims(&[-1]) - gamma.expand_dims(&[-2]); // γ_i − γ_j
+    let decay = ct::select(&lower, &diff, -1e30).exp(); // D, zero above the diagonal
+    let strict = ct::tri(c, c, -1, dt);
+    let kk = k.matmul(&k.swapaxes(-1, -2));
+    let a = &kk * &decay * beta.expand_dims(&[-1]) * &strict;
+    let g_col = gamma.exp().expand_dims(&[-1]); // [.., C, 1]
+    let mut delta = beta.expand_dims(&[-1]) * (v - &g_col * k.matmul(s0));
+    // δ = (I + A)^{-1} rhs = (I + N^{2^m})…(I + N²)(I + N) rhs with N = -A
+    let mut n = -a;
+    let mut span = 1;
+    while span < c {
+        delta = &delta + n.matmul(&delta);
+        span *= 2;
+        if span < c {
+            n = n.matmul(&n);
+        }
+    }
+    let y = &g_col * q.matmul(s0) + (q.matmul(&k.swapaxes(-1, -2)) * &decay).matmul(&delta);
+    let tail = (&gamma_last - &gamma).exp().expand_dims(&[-1]); // e^{γ_C − γ_i}
+    let s = gamma_last.exp().expand_dims(&[-1]) * s0 + k.swapaxes(-1, -2).matmul(&(tail * &delta));
+    vec![y, s]
+}
+
+/// The chunk as a custom function: the forward is [`chunk_forward`]; the VJP rule
+/// `(primals, cotangents, outputs)` recomputes the chunk on `depends(primals, outputs)` — so the
+/// recomputation runs only after the forward outputs exist, and none of the chunk's
+/// intermediates are kept from the forward pass — and differentiates it with `ct::vjp`.
+pub fn chunk_function() -> ChunkFn {
+    static F: OnceLock<ChunkFn> = OnceLock::new();
+    F.get_or_init(|| {
+        let f = ct::custom_function(chunk_forward)
+            .vjp(|primals, cotangents, outputs| {
+                let inputs = ct::depends(primals, outputs);
+                ct::vjp(chunk_forward, &inputs, cotangents).map(|(_, grads)| grads)
+            })
+            .name("gated_delta_chunk")
+            .build();
+        Arc::new(f)
+    })
+    .clone()
+}
+
+/// The recurrence step by step. `q, k: [B, H, T, d_k]`, `v: [B, H, T, d_v]`,
+/// `log_g, beta: [B, H, T]`; returns `y: [B, H, T, d_v]`.
+pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, beta: &Array) -> Array {
+    let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
+    let dv = v.shape()[3];
+    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype());
+    let g = log_g.exp();
+    let mut ys = Vec::with_capacity(t);
+    for i in 0..t as isize {
+        let at = |x: &Array| x.slice_axis(2, Some(i), Some(i + 1), 1); // [B, H, 1, ..]
+        let (q_t, k_t, v_t) = (at(q), at(k), at(v));
+        let g_t = at(&g).expand_dims(&[-1]); // [B, H, 1, 1]
+        let b_t = at(beta).expand_dims(&[-1]);
+        s = s * g_t;
+        let kv = k_t.matmul(&s); // [B, H, 1, dv]
+        let delta = (v_t - kv) * b_t;
+        s = s + k_t.swapaxes(-1, -2) * delta; // outer product k_t ⊗ δ
+        ys.push(q_t.matmul(&s));
+    }
+    ct::concatenate(&ys, 2)
+}
+
+/// The recurrence in chunks of `chunk` steps (the last chunk may be shorter), each a call of
+/// [`chunk_function`]. Same inputs and result as [`gated_delta_recurrent`].
+pub fn gated_delta_chunked(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    log_g: &Array,
+    beta: &Array,
+    chunk: usize,
+) -> Result<Array> {
+    assert!(chunk > 0, "cotangent_nn::gated_delta_chunked: chunk size must be positive");
+    let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
+    let dv = v.shape()[3];
+    let f = chunk_function();
+    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype());
+    let mut ys = Vec::new();
+    let mut start = 0;
+    while start < t {
+        let end = (start + chunk).min(t);
+        let (s0, e0) = (Some(start as isize), Some(end as isize));
+        let out = f(&[
+            q.slice_axis(2, s0, e0, 1),
+            k.slice_axis(2, s0, e0, 1),
+            v.slice_axis(2, s0, e0, 1),
+            log_g.slice_axis(2, s0, e0, 1),
+            beta.slice_axis(2, s0, e0, 1),
+            s,
+        ])?;
+        ys.push(out[0].clone());
+        s = out[1].clone();
+        start = end;
+    }
+    if ys.len() == 1 {
+        return Ok(ys.pop().unwrap());
+    }
+    Ok(ct::concatenate(&ys, 2))
+}
+
+/// A depthwise causal convolution over time: `y_t = Σ_m w[:, m] x_{t-K+1+m}` with zero
+/// padding on the left; `x: [B, T, C]`, `w: [C, K]`.
+pub fn causal_conv1d(x: &Array, w: &Array) -> Array {
+    let (t, kernel) = (x.shape()[1] as isize, w.shape()[1]);
+    let xp = x.pad(&[(0, 0), (kernel - 1, 0), (0, 0)], 0.0);
+    let wt = w.t(); // [K, C]
+    (0..kernel as isize)
+        .map(|m| xp.slice_axis(1, Some(m), Some(m + t), 1) * wt.slice_axis(0, Some(m), Some(m + 1), 1))
+        .reduce(|a, b| a + b)
+        .expect("kernel size > 0")
+}
+
+/// Sizes and options of a [`GatedDeltaNet`] layer.
+#[derive(Clone, Copy, Debug)]
+pub struct GatedDeltaNetConfig {
+    /// Model width.
+    pub dim: usize,
+    /// Number of heads.
+    pub num_heads: usize,
+    /// Key (and query) width per head.
+    pub head_dim_k: usize,
+    /// Value width per head.
+    pub head_dim_v: usize,
+    /// Kernel size of the short causal convolutions on q, k and v (`None`: no convolution).
+    pub conv_kernel: Option<usize>,
+    /// How the recurrence runs.
+    pub mode: RecurrenceMode,
+}
+
+impl GatedDeltaNetConfig {
+    /// `num_heads` heads of width `dim / num_heads` for keys and values, a convolution of
+    /// kernel 4, chunks of 16 steps.
+    pub fn new(dim: usize, num_heads: usize) -> Self {
+        assert!(
+            num_heads > 0 && dim % num_heads == 0,
+            "cotangent_nn::GatedDeltaNetConfig: {num_heads} heads do not divide dim {dim}"
+        );
+        GatedDeltaNetConfig {
+            dim,
+            num_heads,
+            head_dim_k: dim / num_heads,
+            head_dim_v: dim / num_heads,
+            conv_kernel: Some(4),
+            mode: RecurrenceMode::Chunked(16),
+        }
+    }
+}
+
+/// A Gated DeltaNet token mixer (Yang, Kautz & Hatamizadeh, 2024): projections to q, k, v,
+/// decay `a` and write strength `b`; optional short causal convolutions with SiLU on q, k and
+/// v; L2-normalised q and k; the gated delta recurrence per head (see the module docs); then a
+/// per-head RMS norm, a SiLU output gate and an output projection.
+#[derive(Clone, Debug)]
+pub struct GatedDeltaNet {
+    /// Sizes and options.
+    pub config: GatedDeltaNetConfig,
+    /// `dim -> H·d_k`.
+    pub q_proj: Linear,
+    /// `dim -> H·d_k`.
+    pub k_proj: Linear,
+    /// `dim -> H·d_v`.
+    pub v_proj: Linear,
+    /// `dim -> H`: decay logits, `g = exp(-softplus(a))`.
+    pub a_proj: Linear,
+    /// `dim -> H`: write-strength logits, `β = sigmoid(b)`.
+    pub b_proj: Linear,
+    /// `dim -> H·d_v`: output gate.
+    pub g_proj: Linear,
+    /// `H·d_v -> dim`.
+    pub o_proj: Linear,
+    /// Convolution weights `[channels, K]` for q, k, v (if configured).
+    pub conv: Option<[Array; 3]>,
+    /// Per-head output RMS-norm scale `[d_v]`.
+    pub norm_weight: Array,
+}
+
+impl GatedDeltaNet {
+    /// A layer with PyTorch-style projection init; the decay bias is set so that `g` starts
+    /// spread over `[0.9, 0.999]` across heads, and the convolutions start close to identity.
+    pub fn new(key: &Array, config: GatedDeltaNetConfig, dtype: DType) -> Self {
+        let c = config;
+        let (h, dk, dv) = (c.num_heads, c.head_dim_k, c.head_dim_v);
+        let keys = ct::random::split_keys(key, 10);
+        let lin = |i: usize, o: usize, bias: bool| Linear::new(&keys[i], c.dim, o, bias, dtype);
+        let mut a_proj = lin(3, h, true);
+        // bias = softplus⁻¹(u), u = -log g for g spread over [0.9, 0.999]
+        let u: Vec<f64> = (0..h)
+            .map(|i| {
+                let g = 0.9 + 0.099 * i as f64 / (h.max(2) - 1) as f64;
+                -g.ln()
+            })
+            .collect();
+        let bias: Vec<f64> = u.iter().map(|u| u.exp_m1().ln()).collect();
+        a_proj.bias = Some(Array::from_vec(bias, &[h]).astype(dtype));
+        let conv = c.conv_kernel.map(|kernel| {
+            let mk = |i: usize, ch: usize| {
+                // identity at the last tap plus small noise
+                let mut w = init::normal(&keys[i], &[ch, kernel], 0.0, 0.1, dtype);
+                let last = ct::one_hot(&Array::scalar((kernel - 1) as i32), kernel, dtype);
+                w = w + last;
+                w
+            };
+            [mk(7, h * dk), mk(8, h * dk), mk(9, h * dv)]
+        });
+        GatedDeltaNet {
+            config: c,
+            q_proj: lin(0, h * dk, false),
+            k_proj: lin(1, h * dk, false),
+            v_proj: lin(2, h * dv, false),
+            a_proj,
+            b_proj: lin(4, h, true),
+            g_proj: lin(5, h * dv, false),
+            o_proj: Linear::new(&keys[6], h * dv, c.dim, false, dtype),
+            conv,
+            norm_weight: ct::ones(&[dv], dtype),
+        }
+    }
+
+    /// Apply to `x: [B, T, dim]`.
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        let c = self.config;
+        let (b, t) = (x.shape()[0], x.shape()[1]);
+        let (h, dk, dv) = (c.num_heads, c.head_dim_k, c.head_dim_v);
+        let (mut q, mut k, mut v) = (self.q_proj.forward(x), self.k_proj.forward(x), self.v_proj.forward(x));
+        if let Some([wq, wk, wv]) = &self.conv {
+            q = activations::silu(&causal_conv1d(&q, wq));
+            k = activations::silu(&causal_conv1d(&k, wk));
+            v = activations::silu(&causal_conv1d(&v, wv));
+        }
+        let heads = |y: Array, d: usize| y.reshape_exact(&[b, t, h, d]).transpose(&[0, 2, 1, 3]); // [B, H, T, d]
+        let q = activations::l2_normalize(&heads(q, dk), 1e-6) * (1.0 / (dk as f64).sqrt());
+        let k = activations::l2_normalize(&heads(k, dk), 1e-6);
+        let v = heads(v, dv);
+        let log_g = -activations::softplus(&self.a_proj.forward(x)).transpose(&[0, 2, 1]); // [B, H, T]
+        let beta = self.b_proj.forward(x).sigmoid().transpose(&[0, 2, 1]);
+        let y = match c.mode {
+            RecurrenceMode::Recurrent => gated_delta_recurrent(&q, &k, &v, &log_g, &beta),
+            RecurrenceMode::Chunked(n) => gated_delta_chunked(&q, &k, &v, &log_g, &beta, n)?,
+        };
+        // per-head RMS norm, SiLU gate, output projection
+        let y = y.transpose(&[0, 2, 1, 3]); // [B, T, H, dv]
+        let y = &y * (y.square().mean(&[-1], true) + 1e-6).rsqrt() * &self.norm_weight;
+        let gate = activations::silu(&self.g_proj.forward(x));
+        Ok(self.o_proj.forward(&(y.reshape_exact(&[b, t, h * dv]) * gate)))
+    }
+}
+
+const GDN_KEYS: [&str; 9] = ["q_proj", "k_proj", "v_proj", "a_proj", "b_proj", "g_proj", "o_proj", "conv", "norm"];
+
+impl Module for GatedDeltaNet {
+    fn parameters(&self) -> Tree {
+        let mut t = Tree::dict([
+            ("q_proj", self.q_proj.parameters()),
+            ("k_proj", self.k_proj.parameters()),
+            ("v_proj", self.v_proj.parameters()),
+            ("a_proj", self.a_proj.parameters()),
+            ("b_proj", self.b_proj.parameters()),
+            ("g_proj", self.g_proj.parameters()),
+            ("o_proj", self.o_proj.parameters()),
+        ]);
+        if let Some([q, k, v]) = &self.conv {
+            t = t.with(
+                "conv",
+                Tree::dict([("q", Tree::leaf(q.clone())), ("k", Tree::leaf(k.clone())), ("v", Tree::leaf(v.clone()))]),
+            );
+        }
+        t.with("norm", Tree::dict([("weight", Tree::leaf(self.norm_weight.clone()))]))
+    }
+
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &GDN_KEYS)?;
+        update_child(&mut self.q_proj, p, "q_proj")?;
+        update_child(&mut self.k_proj, p, "k_proj")?;
+        update_child(&mut self.v_proj, p, "v_proj")?;
+        update_child(&mut self.a_proj, p, "a_proj")?;
+        update_child(&mut self.b_proj, p, "b_proj")?;
+        update_child(&mut self.g_proj, p, "g_proj")?;
+        update_child(&mut self.o_proj, p, "o_proj")?;
+        match (&mut self.conv, p.child("conv")) {
+            (Some([q, k, v]), Some(cp)) => {
+                check_keys(cp, &["q", "k", "v"])?;
+                update_leaf(q, cp, "q")?;
+                update_leaf(k, cp, "k")?;
+                update_leaf(v, cp, "v")?;
+            }
+            (None, Some(_)) => {
+                return Err(cotangent::Error::Other("update: `conv` given but the layer has no convolution".into()))
+            }
+            _ => {}
+        }
+        if let Some(np) = p.child("norm") {
+            check_keys(np, &["weight"])?;
+            update_leaf(&mut self.norm_weight, np, "weight")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,338 @@
+//! Basic layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`]
+//! and causal [`MultiHeadAttention`]. Each holds its parameters as arrays and implements
+//! [`Module`]; `forward` methods build the lazy graph.
+use crate::module::{check_keys, update_child, update_leaf};
+use crate::{activations, init, Module, Tree};
+use cotangent::{self as ct, Array, DType, Result};
+
+/// `y = x Wᵀ + b`, with `W` of shape `[out, in]` (PyTorch's layout).
+#[derive(Clone, Debug)]
+pub struct Linear {
+    /// `[out_features, in_features]`.
+    pub weight: Array,
+    /// `[out_features]`, if the layer has a bias.
+    pub bias: Option<Array>,
+}
+
+impl Linear {
+    /// Weight `U(-1/√in, 1/√in)` (as PyTorch), bias zero.
+    pub fn new(key: &Array, in_features: usize, out_features: usize, bias: bool, dtype: DType) -> Self {
+        let a = 1.0 / (in_features.max(1) as f64).sqrt();
+        Linear {
+            weight: init::uniform(key, &[out_features, in_features], -a, a, dtype),
+            bias: bias.then(|| ct::zeros(&[out_features], dtype)),
+        }
+    }
+
+    /// Apply to `x` of shape `[..., in]`, giving `[..., out]`.
+    pub fn forward(&self, x: &Array) -> Array {
+        let (out_f, in_f) = (self.weight.shape()[0], self.weight.shape()[1]);
+        let lead = &x.shape()[..x.ndim() - 1];
+        let mut shape = lead.to_vec();
+        shape.push(out_f);
+        let y = x.reshape_exact(&[lead.iter().product(), in_f]).matmul(&self.weight.t()).reshape_exact(&shape);
+        match &self.bias {
+            Some(b) => y + b,
+            None => y,
+        }
+    }
+}
+
+impl Module for Linear {
+    fn parameters(&self) -> Tree {
+        let t = Tree::empty().with("weight", Tree::leaf(self.weight.clone()));
+        match &self.bias {
+            Some(b) => t.with("bias", Tree::leaf(b.clone())),
+            None => t,
+        }
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, if self.bias.is_some() { &["weight", "bias"] } else { &["weight"] })?;
+        update_leaf(&mut self.weight, p, "weight")?;
+        if let Some(b) = &mut self.bias {
+            update_leaf(b, p, "bias")?;
+        }
+        Ok(())
+    }
+}
+
+/// A lookup table: integer ids `[...]` to vectors `[..., dim]`.
+#[derive(Clone, Debug)]
+pub struct Embedding {
+    /// `[num_embeddings, dim]`.
+    pub weight: Array,
+}
+
+impl Embedding {
+    /// Rows drawn from `N(0, 1)` (as PyTorch).
+    pub fn new(key: &Array, num_embeddings: usize, dim: usize, dtype: DType) -> Self {
+        Embedding { weight: init::normal(key, &[num_embeddings, dim], 0.0, 1.0, dtype) }
+    }
+
+    /// The rows of `ids` (an integer array of any shape).
+    pub fn forward(&self, ids: &Array) -> Array {
+        self.weight.take(ids, 0)
+    }
+
+    /// Use the table as an output projection (weight tying): `x Wᵀ`, `[..., dim] -> [..., num]`.
+    pub fn as_linear(&self, x: &Array) -> Array {
+        Linear { weight: self.weight.clone(), bias: None }.forward(x)
+    }
+}
+
+impl Module for Embedding {
+    fn parameters(&self) -> Tree {
+        Tree::empty().with("weight", Tree::leaf(self.weight.clone()))
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &["weight"])?;
+        update_leaf(&mut self.weight, p, "weight")
+    }
+}
+
+/// Layer normalisation over the last axis: `(x - mean) / sqrt(var + eps) * weight + bias`.
+#[derive(Clone, Debug)]
+pub struct LayerNorm {
+    /// Scale `[dim]` (ones at init), if affine.
+    pub weight: Option<Array>,
+    /// Shift `[dim]` (zeros at init), if affine.
+    pub bias: Option<Array>,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl LayerNorm {
+    /// A layer norm over `dim` features, with learnable scale and shift if `affine`.
+    pub fn new(dim: usize, eps: f64, affine: bool, dtype: DType) -> Self {
+        LayerNorm {
+            weight: affine.then(|| ct::ones(&[dim], dtype)),
+            bias: affine.then(|| ct::zeros(&[dim], dtype)),
+            eps,
+        }
+    }
+
+    /// Normalise `x` over its last axis.
+    pub fn forward(&self, x: &Array) -> Array {
+        let mean = x.mean(&[-1], true);
+        let xc = x - &mean;
+        let var = xc.square().mean(&[-1], true);
+        let mut y = xc * (var + self.eps).rsqrt();
+        if let Some(w) = &self.weight {
+            y = y * w;
+        }
+        if let Some(b) = &self.bias {
+            y = y + b;
+        }
+        y
+    }
+}
+
+impl Module for LayerNorm {
+    fn parameters(&self) -> Tree {
+        let mut t = Tree::empty();
+        if let (Some(w), Some(b)) = (&self.weight, &self.bias) {
+            t = t.with("weight", Tree::leaf(w.clone())).with("bias", Tree::leaf(b.clone()));
+        }
+        t
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, if self.weight.is_some() { &["weight", "bias"] } else { &[] })?;
+        if let (Some(w), Some(b)) = (&mut self.weight, &mut self.bias) {
+            update_leaf(w, p, "weight")?;
+            update_leaf(b, p, "bias")?;
+        }
+        Ok(())
+    }
+}
+
+/// Root-mean-square normalisation over the last axis: `x / sqrt(mean(x²) + eps) * weight`.
+#[derive(Clone, Debug)]
+pub struct RMSNorm {
+    /// Scale `[dim]`, ones at init.
+    pub weight: Array,
+    /// Added to the mean square.
+    pub eps: f64,
+}
+
+impl RMSNorm {
+    /// An RMS norm over `dim` features.
+    pub fn new(dim: usize, eps: f64, dtype: DType) -> Self {
+        RMSNorm { weight: ct::ones(&[dim], dtype), eps }
+    }
+
+    /// Normalise `x` over its last axis.
+    pub fn forward(&self, x: &Array) -> Array {
+        x * (x.square().mean(&[-1], true) + self.eps).rsqrt() * &self.weight
+    }
+}
+
+impl Module for RMSNorm {
+    fn parameters(&self) -> Tree {
+        Tree::empty().with("weight", Tree::leaf(self.weight.clone()))
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &["weight"])?;
+        update_leaf(&mut self.weight, p, "weight")
+    }
+}
+
+/// Inverted dropout: during training each element is zeroed with probability `p` and the
+/// survivors are scaled by `1 / (1 - p)`. The random key is explicit; without one (evaluation)
+/// the layer is the identity.
+#[derive(Clone, Debug)]
+pub struct Dropout {
+    /// Drop probability in `[0, 1)`.
+    pub p: f64,
+}
+
+impl Dropout {
+    /// A dropout layer. Panics unless `0 <= p < 1`.
+    pub fn new(p: f64) -> Self {
+        assert!((0.0..1.0).contains(&p), "cotangent_nn::Dropout: p must be in [0, 1), got {p}");
+        Dropout { p }
+    }
+
+    /// Apply with `key` (training) or without (evaluation: identity).
+    pub fn forward(&self, x: &Array, key: Option<&Array>) -> Array {
+        match key {
+            Some(k) if self.p > 0.0 => {
+                let keep = ct::random::bernoulli(k, 1.0 - self.p, x.shape());
+                ct::select(&keep, x * (1.0 / (1.0 - self.p)), 0.0)
+            }
+            _ => x.clone(),
+        }
+    }
+}
+
+impl Module for Dropout {
+    fn parameters(&self) -> Tree {
+        Tree::empty()
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &[])
+    }
+}
+
+/// An element-wise activation function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// [`activations::relu`].
+    Relu,
+    /// [`activations::gelu`].
+    Gelu,
+    /// [`activations::silu`].
+    Silu,
+    /// `tanh`.
+    Tanh,
+}
+
+impl Activation {
+    /// Apply the activation.
+    pub fn apply(self, x: &Array) -> Array {
+        match self {
+            Activation::Relu => activations::relu(x),
+            Activation::Gelu => activations::gelu(x),
+            Activation::Silu => activations::silu(x),
+            Activation::Tanh => x.tanh(),
+        }
+    }
+}
+
+/// Two-layer perceptron `fc2(act(fc1(x)))`.
+#[derive(Clone, Debug)]
+pub struct Mlp {
+    /// `dim -> hidden`.
+    pub fc1: Linear,
+    /// `hidden -> dim`.
+    pub fc2: Linear,
+    /// Between the two.
+    pub activation: Activation,
+}
+
+impl Mlp {
+    /// An MLP `dim -> hidden -> dim` with biases.
+    pub fn new(key: &Array, dim: usize, hidden: usize, activation: Activation, dtype: DType) -> Self {
+        let (k1, k2) = ct::random::split2(key);
+        Mlp { fc1: Linear::new(&k1, dim, hidden, true, dtype), fc2: Linear::new(&k2, hidden, dim, true, dtype), activation }
+    }
+
+    /// Apply to `[..., dim]`.
+    pub fn forward(&self, x: &Array) -> Array {
+        self.fc2.forward(&self.activation.apply(&self.fc1.forward(x)))
+    }
+}
+
+impl Module for Mlp {
+    fn parameters(&self) -> Tree {
+        Tree::dict([("fc1", self.fc1.parameters()), ("fc2", self.fc2.parameters())])
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &["fc1", "fc2"])?;
+        update_child(&mut self.fc1, p, "fc1")?;
+        update_child(&mut self.fc2, p, "fc2")
+    }
+}
+
+/// Causal multi-head self-attention: `softmax(q kᵀ / √d_head + mask) v` per head, with
+/// query/key/value/output projections (no biases).
+#[derive(Clone, Debug)]
+pub struct MultiHeadAttention {
+    /// `dim -> dim`.
+    pub q_proj: Linear,
+    /// `dim -> dim`.
+    pub k_proj: Linear,
+    /// `dim -> dim`.
+    pub v_proj: Linear,
+    /// `dim -> dim`.
+    pub o_proj: Linear,
+    /// Number of heads (divides `dim`).
+    pub num_heads: usize,
+}
+
+impl MultiHeadAttention {
+    /// Attention over `dim` features split into `num_heads` heads. Panics unless
+    /// `num_heads` divides `dim`.
+    pub fn new(key: &Array, dim: usize, num_heads: usize, dtype: DType) -> Self {
+        assert!(
+            num_heads > 0 && dim % num_heads == 0,
+            "cotangent_nn::MultiHeadAttention: {num_heads} heads do not divide dim {dim}"
+        );
+        let k = ct::random::split_keys(key, 4);
+        let lin = |i: usize| Linear::new(&k[i], dim, dim, false, dtype);
+        MultiHeadAttention { q_proj: lin(0), k_proj: lin(1), v_proj: lin(2), o_proj: lin(3), num_heads }
+    }
+
+    /// Apply to `x` of shape `[batch, time, dim]`; position `t` attends to positions `<= t`.
+    pub fn forward(&self, x: &Array) -> Array {
+        let (b, t, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+        let h = self.num_heads;
+        let heads = |y: Array| y.reshape_exact(&[b, t, h, d / h]).transpose(&[0, 2, 1, 3]);
+        let q = heads(self.q_proj.forward(x));
+        let k = heads(self.k_proj.forward(x));
+        let v = heads(self.v_proj.forward(x));
+        let scores = q.matmul(&k.swapaxes(-1, -2)) * (1.0 / ((d / h) as f64).sqrt());
+        let causal = ct::tri(t, t, 0, DType::Bool);
+        let scores = ct::select(&causal, &scores, f64::NEG_INFINITY);
+        let attn = activations::softmax(&scores, -1);
+        let y = attn.matmul(&v).transpose(&[0, 2, 1, 3]).reshape_exact(&[b, t, d]);
+        self.o_proj.forward(&y)
+    }
+}
+
+impl Module for MultiHeadAttention {
+    fn parameters(&self) -> Tree {
+        Tree::dict([
+            ("q_proj", self.q_proj.parameters()),
+            ("k_proj", self.k_proj.parameters()),
+            ("v_proj", self.v_proj.parameters()),
+            ("o_proj", self.o_proj.parameters()),
+        ])
+    }
+    fn update(&mut self, p: &Tree) -> Result<()> {
+        check_keys(p, &["q_proj", "k_proj", "v_proj", "o_proj"])?;
+        update_child(&mut self.q_proj, p, "q_proj")?;
+        update_child(&mut self.k_proj, p, "k_proj")?;
+        update_child(&mut self.v_proj, p, "v_proj")?;
+        update_child(&mut self.o_proj, p, "o_proj")
+    }
+}

@@ -1,0 +1,45 @@
+//! `cotangent-nn`: neural-network building blocks on top of [`cotangent`].
+//!
+//! - [`Tree`]: nested, named parameter trees (`"layers.0.attn.q_proj.weight"`), with
+//!   flatten/unflatten, map and zip; gradients and optimizer state are trees of the same shape.
+//! - [`Module`]: models hold their parameters; [`value_and_grad`] differentiates a loss over a
+//!   model's trainable parameters ([`Freeze`] excludes some) and returns a gradient tree.
+//! - Layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`],
+//!   [`MultiHeadAttention`] and the [`GatedDeltaNet`] layer, whose recurrence runs as a
+//!   chunk-recompute custom function ([`gated_delta`]).
+//! - [`activations`], [`init`]ialisers, [`losses`], [`optim`]izers and schedules, and
+//!   safetensors [`io`].
+//!
+//! ```
+//! use cotangent::{self as ct, Array, DType};
+//! use cotangent_nn::{self as nn, optim::Optimizer, Linear, Module};
+//! let mut model = Linear::new(&ct::random::key(0), 1, 1, true, DType::F32);
+//! let x = Array::from_slice(&[1.0f32, 2.0, 3.0], &[3, 1]);
+//! let y = Array::from_slice(&[3.0f32, 5.0, 7.0], &[3, 1]); // y = 2x + 1
+//! let vg = nn::value_and_grad(|m: &Linear, b: &[Array]| {
+//!     nn::losses::mse(&m.forward(&b[0]), &b[1], nn::losses::Reduction::Mean)
+//! });
+//! let mut opt = nn::optim::Adam::new(0.1);
+//! for _ in 0..300 {
+//!     let (_loss, grads) = vg(&model, &[x.clone(), y.clone()]).unwrap();
+//!     opt.update(&mut model, &grads).unwrap();
+//! }
+//! let w = model.weight.item::<f32>().unwrap();
+//! assert!((w - 2.0).abs() < 0.05, "w = {w}");
+//! ```
+#![warn(missing_docs)]
+
+pub mod activations;
+pub mod gated_delta;
+pub mod init;
+pub mod io;
+pub mod layers;
+pub mod losses;
+pub mod module;
+pub mod optim;
+pub mod tree;
+
+pub use gated_delta::{GatedDeltaNet, GatedDeltaNetConfig, RecurrenceMode};
+pub use layers::{Activation, Dropout, Embedding, LayerNorm, Linear, Mlp, MultiHeadAttention, RMSNorm};
+pub use module::{value_and_grad, Freeze, Module};
+pub use tree::Tree;
