@@ -333,7 +333,11 @@ fn peak_memory_mib() -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Plot
 
-fn plot(path: &str, losses: &[(usize, f64)], accs: &[(usize, f64)]) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn plot(
+    path: &str,
+    losses: &[(usize, f64)],
+    accs: &[(usize, f64)],
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
     use plotters::prelude::*;
     let root = BitMapBackend::new(path, (900, 400)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -388,8 +392,7 @@ fn main() -> Result<()> {
 
     let bar = ProgressBar::new(c.steps as u64);
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise}] {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise}] {msg}").expect("valid template"),
     );
     let start = Instant::now();
     let (mut losses, mut accs) = (Vec::new(), Vec::new());

@@ -191,7 +191,7 @@ impl GatedDeltaNetConfig {
     /// kernel 4, chunks of 16 steps.
     pub fn new(dim: usize, num_heads: usize) -> Self {
         assert!(
-            num_heads > 0 && dim % num_heads == 0,
+            num_heads > 0 && dim.is_multiple_of(num_heads),
             "cotangent_nn::GatedDeltaNetConfig: {num_heads} heads do not divide dim {dim}"
         );
         GatedDeltaNetConfig {

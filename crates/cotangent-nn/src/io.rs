@@ -116,7 +116,8 @@ pub fn save(path: impl AsRef<Path>, tree: &Tree, float_dtype: Option<DType>) -> 
 /// what is wrong.
 pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Tree> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
-    let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
+    let (_, meta) =
+        SafeTensors::read_metadata(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
     let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
     names.sort();
     if let Some(order) = meta.metadata().as_ref().and_then(|m| m.get(ORDER_KEY)) {

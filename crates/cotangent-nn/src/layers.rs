@@ -253,7 +253,11 @@ impl Mlp {
     /// An MLP `dim -> hidden -> dim` with biases.
     pub fn new(key: &Array, dim: usize, hidden: usize, activation: Activation, dtype: DType) -> Self {
         let (k1, k2) = ct::random::split2(key);
-        Mlp { fc1: Linear::new(&k1, dim, hidden, true, dtype), fc2: Linear::new(&k2, hidden, dim, true, dtype), activation }
+        Mlp {
+            fc1: Linear::new(&k1, dim, hidden, true, dtype),
+            fc2: Linear::new(&k2, hidden, dim, true, dtype),
+            activation,
+        }
     }
 
     /// Apply to `[..., dim]`.
@@ -294,7 +298,7 @@ impl MultiHeadAttention {
     /// `num_heads` divides `dim`.
     pub fn new(key: &Array, dim: usize, num_heads: usize, dtype: DType) -> Self {
         assert!(
-            num_heads > 0 && dim % num_heads == 0,
+            num_heads > 0 && dim.is_multiple_of(num_heads),
             "cotangent_nn::MultiHeadAttention: {num_heads} heads do not divide dim {dim}"
         );
         let k = ct::random::split_keys(key, 4);

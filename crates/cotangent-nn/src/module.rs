@@ -88,17 +88,15 @@ impl<M: Module> Module for Vec<M> {
     }
     fn update(&mut self, params: &Tree) -> Result<()> {
         match params {
-            Tree::List(items) if items.len() <= self.len() => {
-                items.iter().zip(self.iter_mut()).enumerate().try_for_each(|(i, (t, m))| {
-                    m.update(t).map_err(|e| prefix_error(e, &i.to_string()))
-                })
-            }
+            Tree::List(items) if items.len() <= self.len() => items
+                .iter()
+                .zip(self.iter_mut())
+                .enumerate()
+                .try_for_each(|(i, (t, m))| m.update(t).map_err(|e| prefix_error(e, &i.to_string()))),
             Tree::Dict(items) => items.iter().try_for_each(|(k, t)| {
                 let i: usize = k.parse().map_err(|_| Error::Other(format!("update: `{k}` is not a list index")))?;
                 let n = self.len();
-                let m = self
-                    .get_mut(i)
-                    .ok_or_else(|| Error::Other(format!("update: index {i} past a list of {n}")))?;
+                let m = self.get_mut(i).ok_or_else(|| Error::Other(format!("update: index {i} past a list of {n}")))?;
                 m.update(t).map_err(|e| prefix_error(e, k))
             }),
             _ => Err(Error::Other(format!("update: expected a list of at most {} items", self.len()))),

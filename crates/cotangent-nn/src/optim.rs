@@ -230,7 +230,12 @@ pub mod schedules {
 
     /// Linear warmup from 0 to `peak` over `warmup` steps, then cosine decay to `end` at step
     /// `total`.
-    pub fn warmup_cosine(peak: f64, warmup: usize, total: usize, end: f64) -> impl Fn(usize) -> f64 + Clone + Send + Sync {
+    pub fn warmup_cosine(
+        peak: f64,
+        warmup: usize,
+        total: usize,
+        end: f64,
+    ) -> impl Fn(usize) -> f64 + Clone + Send + Sync {
         let w = linear_warmup(0.0, peak, warmup);
         let c = cosine_decay(peak, total.saturating_sub(warmup), end);
         move |t| if t < warmup { w(t) } else { c(t - warmup) }

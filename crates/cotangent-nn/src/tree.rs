@@ -267,7 +267,8 @@ impl Tree {
                 }
                 x.iter()
                     .map(|(k, t)| {
-                        let u = other.child(k).ok_or_else(|| differ(&format!("key `{k}` missing in the second tree")))?;
+                        let u =
+                            other.child(k).ok_or_else(|| differ(&format!("key `{k}` missing in the second tree")))?;
                         Ok((k.clone(), t.zip_inner(u, &join(k), f)?))
                     })
                     .collect::<Result<_>>()

@@ -31,7 +31,11 @@ fn check_model_grads<M: Module + Clone + Send + Sync + 'static>(
                 loss(&m).unwrap().item::<f64>().unwrap()
             };
             let fd = (eval_at(h) - eval_at(-h)) / (2.0 * h);
-            assert!((g[i] - fd).abs() <= tol * (1.0 + fd.abs()), "{name}[{i}]: grad {} vs finite difference {fd}", g[i]);
+            assert!(
+                (g[i] - fd).abs() <= tol * (1.0 + fd.abs()),
+                "{name}[{i}]: grad {} vs finite difference {fd}",
+                g[i]
+            );
             checked += 1;
         }
     }
@@ -200,8 +204,8 @@ fn value_and_grad_excludes_frozen_parameters() {
     assert!(names.contains(&"attn.k_proj.weight".to_string()));
     assert_eq!(names.len(), model.parameters().len() - 2);
     // the trainable gradients equal those of the unfrozen model
-    let (_, all) = value_and_grad(|m: &Tiny, b: &[Array]| m.forward(&b[0]).square().sum_all())(&model.module, &[ids])
-        .unwrap();
+    let (_, all) =
+        value_and_grad(|m: &Tiny, b: &[Array]| m.forward(&b[0]).square().sum_all())(&model.module, &[ids]).unwrap();
     for (n, g) in grads.flatten() {
         assert_eq!(g.to_f64_vec().unwrap(), all.require(&n).unwrap().to_f64_vec().unwrap(), "{n}");
     }

@@ -211,10 +211,8 @@ fn causal_conv_matches_loops() {
     for b in 0..2 {
         for t in 0..7 {
             for c in 0..3 {
-                want[(b * 7 + t) * 3 + c] = (0..4)
-                    .filter(|&m| t + m >= 3)
-                    .map(|m| wv[c * 4 + m] * xv[(b * 7 + t + m - 3) * 3 + c])
-                    .sum();
+                want[(b * 7 + t) * 3 + c] =
+                    (0..4).filter(|&m| t + m >= 3).map(|m| wv[c * 4 + m] * xv[(b * 7 + t + m - 3) * 3 + c]).sum();
             }
         }
     }

@@ -15,7 +15,11 @@ struct Model {
 
 impl Module for Model {
     fn parameters(&self) -> Tree {
-        Tree::dict([("embed", self.embed.parameters()), ("mixer", self.mixer.parameters()), ("head", self.head.parameters())])
+        Tree::dict([
+            ("embed", self.embed.parameters()),
+            ("mixer", self.mixer.parameters()),
+            ("head", self.head.parameters()),
+        ])
     }
     fn update(&mut self, p: &Tree) -> Result<()> {
         check_keys(p, &["embed", "mixer", "head"])?;
@@ -47,7 +51,8 @@ fn training_reduces_the_loss() {
     let mut losses = vec![];
     for step in 0..steps {
         // targets: the previous token (needs the mixer to look back one step)
-        let ids = ct::random::randint(&ct::random::fold_in(&k[3], step as u32), 0, vocab as i64, &[b, t + 1], DType::I32);
+        let ids =
+            ct::random::randint(&ct::random::fold_in(&k[3], step as u32), 0, vocab as i64, &[b, t + 1], DType::I32);
         let inputs = ids.slice_axis(1, Some(1), None, 1);
         let targets = ids.slice_axis(1, Some(0), Some(t as isize), 1);
         let (outs, grads) = vg(&model, &[inputs, targets]).unwrap();
