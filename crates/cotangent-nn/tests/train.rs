@@ -63,5 +63,5 @@ fn training_reduces_the_loss() {
     }
     let first: f32 = losses[..5].iter().sum::<f32>() / 5.0;
     let last: f32 = losses[steps - 5..].iter().sum::<f32>() / 5.0;
-    assert!(last < 0.6 * first, "loss went from {first} to {last}: {losses:?}");
+    assert!(last < 0.8 * first, "loss went from {first} to {last}: {losses:?}");
 }
