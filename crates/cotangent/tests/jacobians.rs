@@ -57,8 +57,7 @@ fn softmax_cross_entropy_hessian() {
     // L = logsumexp(z) - z[t]: grad = p - onehot, Hessian = diag(p) - p p^T
     let z = Array::from_vec(data(5, 0.9), &[5]);
     let t = 2;
-    let f =
-        move |a: &[Array]| a[0].logsumexp(&[0], false) - a[0].slice_axis(0, Some(t), Some(t as isize + 1), 1).sum_all();
+    let f = move |a: &[Array]| a[0].logsumexp(&[0], false) - a[0].slice_axis(0, Some(t), Some(t + 1), 1).sum_all();
     let zv = v(&z);
     let mx = zv.iter().cloned().fold(f64::MIN, f64::max);
     let e: Vec<f64> = zv.iter().map(|x| (x - mx).exp()).collect();
