@@ -56,6 +56,18 @@ pub(crate) struct Node {
     pub(crate) specs: SmallVec<[Spec; 1]>,
     pub(crate) data: OnceLock<Result<SmallVec<[Data; 1]>>>,
     pub(crate) traces: Traces,
+    /// Creation sequence number: inputs always have smaller numbers than their consumers, so
+    /// sorting by it gives a topological order, the order the program built the graph in
+    /// (see `graph::eval`).
+    pub(crate) seq: u64,
+}
+
+/// Source of [`Node::seq`]. Only its order matters; threads interleaving is harmless (any
+/// order of creation is a topological order).
+static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_seq() -> u64 {
+    NEXT_SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Node {
@@ -119,6 +131,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::from(Ok(smallvec::smallvec![data])),
             traces: SmallVec::new(),
+            seq: next_seq(),
         };
         Array { node: Arc::new(node), index: 0 }
     }
@@ -139,6 +152,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
             traces: smallvec::smallvec![token.clone()],
+            seq: next_seq(),
         };
         Array { node: Arc::new(node), index: 0 }
     }
@@ -161,6 +175,7 @@ impl Array {
             specs: SmallVec::from_vec(specs),
             data: OnceLock::new(),
             traces,
+            seq: next_seq(),
         });
         (0..n).map(|index| Array { node: node.clone(), index }).collect()
     }
@@ -181,6 +196,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
             traces,
+            seq: next_seq(),
         };
         Array { node: Arc::new(node), index: 0 }
     }

@@ -7,25 +7,12 @@
 use crate::array::{Node, NodeKind};
 use crate::{Array, Error, Result};
 use smallvec::SmallVec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Nodes reachable from `outputs` in post-order (inputs before consumers), not descending into
 /// nodes for which `stop` is true (they are included themselves).
-pub(crate) fn topo_order(outputs: &[Array], stop: impl FnMut(&Node) -> bool) -> Vec<Arc<Node>> {
-    topo_order_by(outputs, stop, None)
-}
-
-fn node_key(node: &Node) -> usize {
-    node as *const Node as usize
-}
-
-/// [`topo_order`], visiting the inputs of each node deepest first when `depth` is given.
-fn topo_order_by(
-    outputs: &[Array],
-    mut stop: impl FnMut(&Node) -> bool,
-    depth: Option<&HashMap<usize, u32>>,
-) -> Vec<Arc<Node>> {
+pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool) -> Vec<Arc<Node>> {
     let mut order = Vec::new();
     let mut visited: HashSet<usize> = HashSet::new();
     let mut stack: Vec<(Arc<Node>, bool)> = outputs.iter().rev().map(|a| (a.node.clone(), false)).collect();
@@ -42,26 +29,9 @@ fn topo_order_by(
         stack.push((node.clone(), true));
         if descend {
             let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
-            match depth {
-                None => {
-                    for inp in inputs.iter().rev() {
-                        if !visited.contains(&inp.node_id()) {
-                            stack.push((inp.node.clone(), false));
-                        }
-                    }
-                }
-                Some(depth) => {
-                    // push the shallowest first so the deepest input is expanded first
-                    let mut kids: SmallVec<[(u32, usize); 4]> = SmallVec::new();
-                    for (i, inp) in inputs.iter().enumerate() {
-                        if !visited.contains(&inp.node_id()) {
-                            kids.push((depth.get(&inp.node_id()).copied().unwrap_or(0), i));
-                        }
-                    }
-                    kids.sort_by_key(|&(d, i)| (d, std::cmp::Reverse(i)));
-                    for (_, i) in kids {
-                        stack.push((inputs[i].node.clone(), false));
-                    }
+            for inp in inputs.iter().rev() {
+                if !visited.contains(&inp.node_id()) {
+                    stack.push((inp.node.clone(), false));
                 }
             }
         }
@@ -75,9 +45,17 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
         return outputs.iter().try_for_each(|a| a.computed_data().map(|_| ()));
     }
     let mut tape = topo_order(outputs, |n| n.is_computed());
-    if branches(&tape) {
-        tape = deepest_first(outputs, &tape);
-    }
+    // Run nodes in the order the program created them (a topological order: inputs are always
+    // created first), not depth-first from the outputs. Creation order is the order eager
+    // execution would use, and reverse mode creates each node's backward computation when it
+    // reaches that node: a checkpointed segment's recomputation, its backward and every gradient
+    // term that needs its recomputed values (a weight's gradient, dq of a recurrence) are created
+    // together, after the later segments' backward. So a segment's recomputation is finished and
+    // freed before the previous one starts. Any depth-first order (also deepest-input-first)
+    // computes one output's whole subtree before the next output's, so gradient terms off the
+    // backward chain ran at the very end and kept every recomputed segment alive.
+    // Consuming the tape releases each node as it goes.
+    tape.sort_by_key(|n| n.seq);
     for node in tape {
         compute(&node);
     }
@@ -85,34 +63,6 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
         a.computed_data()?;
     }
     Ok(())
-}
-
-/// Whether some uncomputed node has two or more uncomputed inputs (otherwise every order is
-/// the same and reordering is skipped).
-fn branches(tape: &[Arc<Node>]) -> bool {
-    tape.iter().any(|n| {
-        !n.is_computed()
-            && n.inputs.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|i| !i.node.is_computed()).count() >= 2
-    })
-}
-
-/// Re-order `tape` so that at every node the input with the longest chain of uncomputed nodes
-/// behind it is computed first (Sethi–Ullman style). For a backward pass this finishes the
-/// long cotangent chain coming from later segments before recomputing an earlier segment, so
-/// a checkpointed segment's recomputation runs right before its own backward and is freed
-/// right after, instead of every recomputation staying alive to the end.
-fn deepest_first(outputs: &[Array], tape: &[Arc<Node>]) -> Vec<Arc<Node>> {
-    let mut depth: HashMap<usize, u32> = HashMap::with_capacity(tape.len());
-    for n in tape {
-        let d = if n.is_computed() {
-            0
-        } else {
-            let inputs = n.inputs.lock().unwrap_or_else(|e| e.into_inner());
-            1 + inputs.iter().map(|i| depth.get(&i.node_id()).copied().unwrap_or(0)).max().unwrap_or(0)
-        };
-        depth.insert(node_key(n), d);
-    }
-    topo_order_by(outputs, |n| n.is_computed(), Some(&depth))
 }
 
 /// Compute one node whose inputs are computed (no-op if it already is).

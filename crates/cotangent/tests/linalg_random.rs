@@ -297,11 +297,11 @@ fn outer_tensordot_einsum() {
     let ki = ct::einsum("ij,jk->ki", &[p.clone(), q.clone()]);
     let rt: Vec<f64> = (0..15).map(|e| r[(e % 3) * 5 + e / 3]).collect();
     assert_close(&vals(&ki), &rt, 1e-12, "ij,jk->ki");
-    assert_close(&vals(&ct::einsum("ij->ji", &[p.clone()])), &vals(&p.t()), 0.0, "ij->ji");
+    assert_close(&vals(&ct::einsum("ij->ji", std::slice::from_ref(&p))), &vals(&p.t()), 0.0, "ij->ji");
     let s: f64 = pv.iter().sum();
-    assert_close(&vals(&ct::einsum("ij->", &[p.clone()])), &[s], 1e-12, "ij->");
+    assert_close(&vals(&ct::einsum("ij->", std::slice::from_ref(&p))), &[s], 1e-12, "ij->");
     let rows: Vec<f64> = (0..3).map(|i| pv[i * 4..i * 4 + 4].iter().sum()).collect();
-    assert_close(&vals(&ct::einsum("ij->i", &[p.clone()])), &rows, 1e-12, "ij->i");
+    assert_close(&vals(&ct::einsum("ij->i", std::slice::from_ref(&p))), &rows, 1e-12, "ij->i");
     let d: f64 = av.iter().zip(&av).map(|(x, y)| x * y).sum();
     assert_close(&vals(&ct::einsum("i,i->", &[a.clone(), a.clone()])), &[d], 1e-12, "i,i->");
     assert_close(&vals(&ct::einsum("i,j->ij", &[a.clone(), b.clone()])), &vals(&o), 1e-15, "i,j->ij");
@@ -436,7 +436,8 @@ fn matmul_grads() {
 fn matmul_vmap_matches_loop() {
     let mut rng = Lcg(9);
     let mm = |x: &[Array]| x[0].matmul(&x[1]);
-    let cases: &[(&[usize], &[usize], Option<isize>, Option<isize>)] = &[
+    type Case<'a> = (&'a [usize], &'a [usize], Option<isize>, Option<isize>);
+    let cases: &[Case] = &[
         (&[3, 4], &[4, 2], Some(0), None),
         (&[3, 4], &[4, 2], None, Some(1)),
         (&[3, 4], &[4, 2], Some(1), Some(0)),
@@ -657,7 +658,7 @@ fn random_determinism_threads_and_vmap() {
     // vmap over a batch of keys equals a loop over the keys
     let keys = ct::random::split(&key, 3);
     let f = ct::vmap(|k: &[Array]| ct::random::uniform(&k[0], &[5], 0.0, 1.0, DType::F64), &[Some(0)], &[Some(0)]);
-    let y = f(&[keys.clone()]).unwrap().remove(0);
+    let y = f(std::slice::from_ref(&keys)).unwrap().remove(0);
     assert_eq!(y.shape(), &[3, 5]);
     let mut expect = Vec::new();
     for k in ct::random::split_keys(&key, 3) {

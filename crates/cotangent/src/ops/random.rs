@@ -18,7 +18,7 @@
 //! assert_eq!(x.shape(), &[3, 4]);
 //! assert!(u.to_vec::<f64>().unwrap().iter().all(|&v| (0.0..1.0).contains(&v)));
 //! ```
-use crate::primitives::random::{ArgMaxLast, Dist, RandomSample};
+use crate::primitives::random::{Dist, RandomSample};
 use crate::shape::Shape;
 use crate::{Array, DType};
 
@@ -156,9 +156,7 @@ pub fn categorical(key: &Array, logits: &Array, axis: isize) -> Array {
     let ax = crate::ops::shape::axis_for("random::categorical", axis, logits.shape(), logits.ndim());
     let l = logits.astype(logits.dtype().to_float());
     let z = &l + gumbel(key, l.shape(), l.dtype());
-    let z = z.moveaxis(ax as isize, -1);
-    let shape = z.shape()[..z.ndim() - 1].to_vec();
-    Array::from_primitive(ArgMaxLast, vec![z], &shape, DType::I32)
+    z.argmax(ax as isize, false).astype(DType::I32)
 }
 
 /// A random permutation of `0..n` as `i32`.

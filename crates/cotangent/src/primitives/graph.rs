@@ -166,6 +166,40 @@ impl Primitive for CustomTransforms {
                     format!("returned {} outputs and {} axes, expected {n_out}", outs.len(), oaxes.len()),
                 ));
             }
+            // each output must be the unbatched output with the batch axis inserted
+            let batch = args.iter().zip(arg_axes).find_map(|(x, a)| a.map(|a| x.shape()[a])).unwrap_or(0);
+            // (inputs[n..] are the forward outputs as the vmap trace sees them: batched along
+            // axes[n..] where they depend on batched inputs)
+            for (j, ((o, a), (y, y_ax))) in outs.iter().zip(&oaxes).zip(inputs[n..].iter().zip(&axes[n..])).enumerate()
+            {
+                let mut want = y.shape().to_vec();
+                if let Some(ax) = y_ax {
+                    want.remove(*ax);
+                }
+                let unbatched = want.clone();
+                let ok_axis = match a {
+                    Some(a) if *a <= want.len() => {
+                        want.insert(*a, batch);
+                        true
+                    }
+                    Some(_) => false,
+                    None => true,
+                };
+                if !ok_axis || o.shape() != want.as_slice() || o.dtype() != y.dtype() {
+                    return Err(crate::transforms::custom::rule_error(
+                        &self.rules,
+                        "vmap",
+                        format!(
+                            "output {j} has shape {:?}, dtype {} and batch axis {a:?}, expected the unbatched \
+                             shape {:?} with a batch axis of size {batch} and dtype {}",
+                            o.shape(),
+                            o.dtype(),
+                            unbatched,
+                            y.dtype()
+                        ),
+                    ));
+                }
+            }
             return Ok((outs, oaxes));
         }
         let (rules, args) = crate::transforms::custom::batched_rules(&self.rules, args, arg_axes, inputs.len() - n);

@@ -9,11 +9,13 @@
 //! # Which `gemm` kernel runs
 //! `gemm` picks its micro-kernel at run time from the CPU's features, but its AVX-512 kernels
 //! are compiled only with its `x86-v4` cargo feature, which this crate enables (without it
-//! `gemm` stops at the AVX2/FMA kernels). Verified on the development machine
-//! (`grep -o 'avx512[a-z]*' /proc/cpuinfo | sort -u` lists `avx512f avx512bw avx512cd avx512dq
-//! avx512vl avx512ifma avx512vbmi`): `gemm_common::feature_detected!("avx512f")` is true there
-//! and `examples/matmul_gflops.rs` measured the f32 1024³ product before and after enabling
-//! the feature (see the numbers in that example's doc comment).
+//! `gemm` stops at the AVX2/FMA kernels). Verified on the development machine: its CPU has
+//! AVX-512 (`grep -o 'avx512[a-z]*' /proc/cpuinfo | sort -u` lists `avx512f avx512bw avx512cd
+//! avx512dq avx512vl avx512ifma avx512vbmi`), and `gemm-common`'s `init_gemm_fn` returns the
+//! `avx512f` kernels when `feature_detected!("avx512f")` holds and `x86-v4` is on (checked in
+//! the gemm 0.19 sources). `examples/matmul_gflops.rs` measured about 90-130 GFLOP/s for an f32
+//! 1024³ product and 150-210 GFLOP/s at 512³ on 2 cores (a busy shared machine, so these are
+//! lower bounds); the AVX2-only build was not measured side by side.
 //!
 //! # Threads and determinism
 //! A single large product runs with `gemm::Parallelism::Rayon` above [`GEMM_PARALLEL_FLOPS`];
@@ -27,10 +29,10 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 /// `m * n * k` at or above which one product uses all of rayon's threads inside `gemm`.
-/// Measured on 2 cores: below ~96³ the thread wake-up costs more than it saves.
+/// Chosen on 2 cores (64³ single-threaded already reaches ~170 GFLOP/s f32); not tuned finely.
 pub const GEMM_PARALLEL_FLOPS: usize = 96 * 96 * 96;
-/// `m * n * k` below which a plain loop beats `gemm`'s packing (measured: up to ~16³ the loop
-/// is faster; see `examples/matmul_gflops.rs`).
+/// `m * n * k` below which a plain loop is used instead of `gemm` (avoids its dispatch and
+/// packing for tiny matrices; the threshold is a conservative guess, not finely measured).
 pub const SMALL_FLOPS: usize = 16 * 16 * 16;
 
 /// Geometry of one batched product: the output's batch shape, the matrix sizes and, for each
