@@ -22,7 +22,9 @@
 //!   outputs. Its 3-argument VJP `(primals, cotangents, outputs)` recomputes the chunk op by op on
 //!   `depends(primals, outputs)` (so the recomputation cannot run before the forward produced
 //!   the outputs) and differentiates that with `ct::vjp`. Memory: the chunk boundaries plus one
-//!   chunk's intermediates.
+//!   chunk's intermediates. Since the chunk's forward and rule each build hundreds of nodes,
+//!   cotangent keeps one node per chunk in the graph and builds each chunk's recomputation
+//!   only while evaluating it, so the graph itself stays small too.
 //!
 //! Run (release): `cargo run --release --example gated_delta -- [--t 2048] [--chunk 64]
 //! [--mode both|opbyop|chunked] [--check]`. Peak memory is the process high-water mark (VmHWM in

@@ -70,6 +70,12 @@ fn next_seq() -> u64 {
     NEXT_SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
+/// How many nodes all threads have created so far; the difference of two readings bounds how
+/// many nodes the code run in between built (other threads may add to it).
+pub(crate) fn nodes_created() -> u64 {
+    NEXT_SEQ.load(Ordering::Relaxed)
+}
+
 impl Node {
     pub(crate) fn is_computed(&self) -> bool {
         self.data.get().is_some()

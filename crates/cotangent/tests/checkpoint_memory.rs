@@ -1,8 +1,8 @@
 //! Checkpointing must save memory, not only give the same gradients: the peak number of bytes
 //! allocated while evaluating the gradient of a deep chain, with and without `ct::checkpoint`.
 //!
-//! This test binary installs a counting global allocator (so it lives in its own file) and has a
-//! single test, so nothing else allocates concurrently while it measures.
+//! This test binary installs a counting global allocator (so it lives in its own file); its tests
+//! take a lock so nothing else allocates concurrently while one measures.
 use cotangent::{self as ct, Array};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +52,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+/// Held by each test while it measures.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Peak bytes allocated above the level at the start while `f` runs.
 fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let base = CURRENT.load(Ordering::SeqCst);
@@ -98,6 +101,7 @@ fn grads_and_peak(inputs: &[Array], checkpointed: bool) -> (Vec<Vec<f32>>, usize
 
 #[test]
 fn checkpoint_halves_peak_memory_of_a_deep_chain() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let x: Vec<f32> = (0..N * N).map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5).collect();
     let mut inputs = vec![Array::from_vec(x, &[N, N])];
     inputs.extend((0..LAYERS).map(|l| Array::scalar(1.2f32 - 0.01 * l as f32)));
@@ -122,4 +126,58 @@ fn checkpoint_halves_peak_memory_of_a_deep_chain() {
         2 * ckpt_peak <= plain_peak,
         "checkpointing saved too little memory: peak {ckpt_peak} bytes vs {plain_peak} bytes without"
     );
+}
+
+/// `STEPS` steps of `h = tanh(h * w + x_t)` on `[4]` vectors; inputs `[h, x [STEPS, 4], w]`.
+const STEPS: usize = 64;
+fn recurrence(a: &[Array]) -> Array {
+    let (mut h, x, w) = (a[0].clone(), &a[1], &a[2]);
+    for t in 0..STEPS as isize {
+        h = (&h * w + x.slice_axis(0, Some(t), Some(t + 1), 1).squeeze(&[0])).tanh();
+    }
+    h
+}
+
+/// Bytes still allocated after building (not evaluating) the gradient graph of 32 chunks of
+/// `recurrence`, plain or checkpointed, and the evaluated gradients.
+fn graph_bytes(inputs: &[Array], checkpointed: bool) -> (usize, Vec<Vec<f32>>) {
+    let chunk = ct::checkpoint(recurrence);
+    let f = move |a: &[Array]| -> ct::Result<Array> {
+        let mut h = a[0].clone();
+        for c in 0..32 {
+            let args = [h, a[1 + c].clone(), a[33].clone()];
+            h = if checkpointed { chunk(&args)?.remove(0) } else { recurrence(&args) };
+        }
+        Ok(h.sum_all())
+    };
+    let base = CURRENT.load(Ordering::SeqCst);
+    let grads = ct::grad(f)(inputs).unwrap();
+    let held = CURRENT.load(Ordering::SeqCst) - base;
+    (held, grads.iter().map(|g| g.to_vec::<f32>().unwrap()).collect())
+}
+
+#[test]
+fn large_checkpointed_chunks_hold_one_node_each_until_evaluated() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut inputs = vec![Array::from_slice(&[0.1f32, -0.2, 0.3, 0.05], &[4])];
+    inputs.extend(
+        (0..32).map(|c| Array::from_vec((0..STEPS * 4).map(|i| ((c * 31 + i) as f32 * 0.37).sin()).collect(), &[STEPS, 4])),
+    );
+    inputs.push(Array::from_slice(&[0.9f32, 0.8, 1.1, 0.7], &[4]));
+    let (plain_bytes, plain) = graph_bytes(&inputs, false);
+    let (ckpt_bytes, ckpt) = graph_bytes(&inputs, true);
+    eprintln!("gradient graph before evaluation: plain {plain_bytes} bytes, checkpointed {ckpt_bytes} bytes");
+    // the chunks' forwards and backward rules build > 256 nodes each, so they are rebuilt when
+    // evaluated: the graph holds a few nodes per chunk instead of every step's forward and
+    // backward (about 25 nodes per step plain)
+    assert!(plain_bytes > 32 * STEPS * 20 * 100, "plain graph {plain_bytes} bytes is suspiciously small");
+    assert!(
+        ckpt_bytes * 10 < plain_bytes,
+        "checkpointed graph holds {ckpt_bytes} bytes before evaluation vs {plain_bytes} plain"
+    );
+    for (i, (p, c)) in plain.iter().zip(&ckpt).enumerate() {
+        for (x, y) in p.iter().zip(c) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "gradient {i}: {x} vs {y}");
+        }
+    }
 }

@@ -558,3 +558,109 @@ fn sixteen_threads_share_custom_grad_and_checkpoint() {
         }
     });
 }
+
+/// A recurrence long enough that its graph is rebuilt lazily (more than the inline limit of
+/// nodes): `h = tanh(h * w + x_t)` over the 60 rows of `x`, inputs `[h0 [4], x [60,4], w [4]]`,
+/// outputs `[h_final, sum of h over steps]`.
+fn long_recurrence(a: &[Array]) -> Vec<Array> {
+    let (mut h, x, w) = (a[0].clone(), &a[1], &a[2]);
+    let mut acc = ct::zeros_like(&h);
+    for t in 0..x.dim(0) as isize {
+        h = (&h * w + x.slice_axis(0, Some(t), Some(t + 1), 1).squeeze(&[0])).tanh();
+        acc = acc + &h;
+    }
+    vec![h, acc]
+}
+
+/// `long_recurrence` as a custom function whose 3-argument VJP recomputes it on
+/// `depends(primals, outputs)` (the chunk-recompute pattern); both its forward and its rule
+/// build hundreds of nodes, so both run lazily.
+fn long_custom() -> impl Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync + Clone + 'static {
+    ct::custom_function(long_recurrence)
+        .vjp(|p, c, o| ct::vjp(long_recurrence, &ct::depends(p, o), c).map(|(_, g)| g))
+        .name("long")
+        .build()
+}
+
+/// Two chained calls of `f` (two chunks), reduced to a scalar with both outputs.
+fn two_chunks(f: impl Fn(&[Array]) -> ct::Result<Vec<Array>>, a: &[Array]) -> ct::Result<Array> {
+    let first = f(&[a[0].clone(), a[1].slice_axis(0, Some(0), Some(60), 1), a[2].clone()])?;
+    let second = f(&[first[0].clone(), a[1].slice_axis(0, Some(60), Some(120), 1), a[2].clone()])?;
+    Ok((&second[0] * 2.0 + &first[1] + second[1].sin()).sum_all())
+}
+
+#[test]
+fn large_forwards_and_rules_run_lazily_with_exact_results_under_every_transform() {
+    let mut rng = Lcg(17);
+    let a = vec![rng.array(&[4], -0.5, 0.5), rng.array(&[120, 4], -0.5, 0.5), rng.array(&[4], 0.5, 1.0)];
+    let custom = long_custom();
+    let lazy = move |x: &[Array]| two_chunks(&custom, x);
+    let plain = |x: &[Array]| two_chunks(|y: &[Array]| Ok(long_recurrence(y)), x);
+
+    // values: the same kernels on the same values, so equal to the last bit; gradients: equal up
+    // to the order in which w's per-step cotangents are summed (per chunk, then across chunks)
+    assert_eq!(vals(&lazy(&a).unwrap()), vals(&plain(&a).unwrap()), "forward");
+    let (gl, gp) = (ct::grad(lazy.clone())(&a).unwrap(), ct::grad(plain)(&a).unwrap());
+    for (i, (l, p)) in gl.iter().zip(&gp).enumerate() {
+        assert_close(&vals(l), &vals(p), 1e-13, &format!("gradient {i}"));
+    }
+
+    // second order through the lazy rule: Hessian-vector products, forward-over-reverse and
+    // reverse-over-reverse, against the plain function's
+    let v: Vec<Array> = a.iter().map(|x| rng.array(x.shape(), -1.0, 1.0)).collect();
+    let hl = ct::hvp(lazy.clone(), &a, &v).unwrap();
+    let hp = ct::hvp(plain, &a, &v).unwrap();
+    for (i, (l, p)) in hl.iter().zip(&hp).enumerate() {
+        assert_close(&vals(l), &vals(p), 1e-12, &format!("hvp {i}"));
+    }
+    let v2 = v.clone();
+    let gdotv = move |x: &[Array]| -> ct::Result<Array> {
+        let g = ct::grad(lazy.clone())(x)?;
+        Ok(g.iter().zip(&v2).map(|(g, v)| (g * v).sum_all()).reduce(|s, t| s + t).unwrap())
+    };
+    let rr = ct::grad(gdotv)(&a).unwrap();
+    for (i, (l, p)) in rr.iter().zip(&hp).enumerate() {
+        assert_close(&vals(l), &vals(p), 1e-12, &format!("grad of grad·v {i}"));
+    }
+
+    // vmap of grad over a batch of x sequences equals a loop
+    let xs = rng.array(&[3, 120, 4], -0.5, 0.5);
+    let custom = long_custom();
+    let g = ct::grad_argnums(move |x: &[Array]| two_chunks(&custom, x), &[1]);
+    let batched = ct::vmap(g.clone(), &[None, Some(0), None], &[Some(0)])(&[a[0].clone(), xs.clone(), a[2].clone()])
+        .unwrap();
+    for b in 0..3 {
+        let xb = xs.slice_axis(0, Some(b), Some(b + 1), 1).squeeze(&[0]);
+        let one = g(&[a[0].clone(), xb, a[2].clone()]).unwrap();
+        let row = batched[0].slice_axis(0, Some(b), Some(b + 1), 1).squeeze(&[0]);
+        assert_close(&vals(&row), &vals(&one[0]), 1e-12, &format!("vmap(grad) batch {b}"));
+    }
+}
+
+#[test]
+fn a_large_rule_returning_the_wrong_arrays_is_an_error_when_differentiating() {
+    let bad = ct::custom_function(long_recurrence)
+        .vjp(|p, c, o| ct::vjp(long_recurrence, &ct::depends(p, o), c).map(|(_, g)| g[..2].to_vec()))
+        .name("long_bad")
+        .build();
+    let mut rng = Lcg(3);
+    let a = vec![rng.array(&[4], -0.5, 0.5), rng.array(&[60, 4], -0.5, 0.5), rng.array(&[4], 0.5, 1.0)];
+    let g = ct::grad(move |x: &[Array]| Ok::<_, ct::Error>(bad(x)?[0].sum_all()));
+    let e = g(&a).unwrap_err().to_string();
+    assert_names(&e, "long_bad", "vjp", "2 arrays");
+}
+
+#[test]
+fn vmap_through_depends_on_batched_values_keeps_unbatched_inputs_computable() {
+    // `w` is unbatched but passes through a `depends` node on the batched `x`: the ops after it
+    // must be rebuilt on the batched graph's nodes, not left pointing into the vmap trace
+    let f = |a: &[Array]| {
+        let w = ct::depends(&[a[1].clone()], &[&a[0] * 2.0]).remove(0);
+        (w.exp() * 3.0) + &a[0]
+    };
+    let xs = Array::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]);
+    let w = Array::from_slice(&[0.5f64, -0.5], &[2]);
+    let y = ct::vmap(f, &[Some(0), None], &[Some(0)])(&[xs.clone(), w.clone()]).unwrap();
+    let want: Vec<f64> = (0..6).map(|i| 3.0 * [0.5f64, -0.5][i % 2].exp() + (i + 1) as f64).collect();
+    assert_close(&vals(&y[0]), &want, 1e-15, "vmap through depends");
+}

@@ -2,6 +2,7 @@
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
 use crate::{Array, Result};
+use std::sync::Arc;
 
 /// Passes its input through unchanged (shares the buffer). Transforms use it to mark the
 /// inputs they trace.
@@ -108,19 +109,30 @@ impl Primitive for CustomTransforms {
         use crate::transforms::custom::check_rule_outputs;
         let n = self.n_inputs;
         let args = &primals[..n];
-        let grads = match &self.rules.vjp {
-            Some(rule) => {
-                // The rule sees this node's outputs (not the stop-gradient copies it wraps), so a
-                // rule written with the outputs stays differentiable for higher-order transforms.
-                let g = rule(args, cotangents, outputs)?;
-                check_rule_outputs(&self.rules, "vjp", "input cotangents", &g, args)?;
-                g
+        // The rule runs on `args ++ cotangents ++ outputs` through `run_lazily`, so a rule that
+        // builds a large graph (a chunk's recomputation) is rebuilt when evaluated instead of
+        // holding its graph from now on. It sees this node's outputs (not the stop-gradient
+        // copies it wraps), so a rule written with the outputs stays differentiable for
+        // higher-order transforms.
+        let (n_cot, rules) = (cotangents.len(), self.rules.clone());
+        let body: crate::transforms::custom::ForwardFn = Arc::new(move |all: &[Array]| {
+            let (args, rest) = all.split_at(n);
+            let (cots, outs) = rest.split_at(n_cot);
+            match &rules.vjp {
+                Some(rule) => {
+                    let g = rule(args, cots, outs)?;
+                    check_rule_outputs(&rules, "vjp", "input cotangents", &g, args)?;
+                    Ok(g)
+                }
+                None => {
+                    let f = rules.forward.clone();
+                    Ok(crate::transforms::vjp(move |x: &[Array]| f(x), args, cots)?.1)
+                }
             }
-            None => {
-                let f = self.rules.forward.clone();
-                crate::transforms::vjp(move |x: &[Array]| f(x), args, cotangents)?.1
-            }
-        };
+        });
+        let all: Vec<Array> = args.iter().chain(cotangents).chain(outputs).cloned().collect();
+        let name = format!("vjp({})", self.rules.name);
+        let grads = crate::transforms::custom::run_lazily(&name, body, &all)?;
         Ok(argnums
             .iter()
             .map(|&i| if i < n { grads[i].clone() } else { crate::ops::zeros_like(&primals[i]) })
@@ -206,5 +218,75 @@ impl Primitive for CustomTransforms {
         let outs = crate::transforms::custom::call_custom(&rules, &args)?;
         let k = outs.len();
         Ok((outs, vec![Some(0); k]))
+    }
+}
+
+/// A function applied lazily: the node stands for `body(inputs)`, and its graph is built only
+/// while the node is evaluated. Evaluating it runs `body` on the computed inputs, evaluates what
+/// `body` built and keeps only the results, so the graph between the inputs and the outputs
+/// exists for the duration of one node's computation instead of from the moment the program
+/// built it until evaluation reached it.
+///
+/// Custom functions use it for forwards and VJP rules that build large graphs (a chunk of a
+/// recurrence): a backward pass over many chunks then holds one node per chunk rather than
+/// every chunk's recomputation at once. Its rules transform `body` itself (traced on the
+/// node's inputs), so higher-order transforms see through it.
+#[derive(Clone)]
+pub struct Call {
+    pub(crate) name: String,
+    pub(crate) body: crate::transforms::custom::ForwardFn,
+    pub(crate) n_outputs: usize,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "call({}, {} outputs)", self.name, self.n_outputs)
+    }
+}
+
+impl Primitive for Call {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let leaves = inputs
+            .iter()
+            .map(|x| Ok(Array::from_data(x.computed_data()?.clone(), x.shape(), x.dtype())))
+            .collect::<Result<Vec<Array>>>()?;
+        let outs = (self.body)(&leaves)?;
+        let specs: Vec<&Spec> = outs.iter().map(|o| o.spec()).collect();
+        if specs.len() != outputs.len() || specs.iter().zip(outputs).any(|(a, b)| *a != b) {
+            return Err(crate::Error::Eval(format!(
+                "{}: rebuilt at evaluation, it returned {specs:?} where it first returned {outputs:?} \
+                 (forwards and rules must be pure functions of their inputs)",
+                self.name
+            )));
+        }
+        drop(leaves);
+        crate::graph::eval(&outs)?;
+        outs.iter().map(|o| o.computed_data().cloned()).collect()
+    }
+
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
+        let body = self.body.clone();
+        let (_, grads) = crate::transforms::vjp(move |x: &[Array]| body(x), primals, cotangents)?;
+        Ok(argnums.iter().map(|&i| grads[i].clone()).collect())
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
+        let mut full: Vec<Array> = primals.iter().map(crate::ops::zeros_like).collect();
+        for (t, &i) in tangents.iter().zip(argnums) {
+            full[i] = t.clone();
+        }
+        let body = self.body.clone();
+        Ok(crate::transforms::jvp(move |x: &[Array]| body(x), primals, &full)?.1)
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let in_axes: Vec<Option<isize>> = axes.iter().map(|a| a.map(|a| a as isize)).collect();
+        let out_axes = vec![Some(0isize); self.n_outputs];
+        let outs = crate::transforms::vmap_call(&*self.body, &in_axes, &out_axes, inputs)?;
+        Ok((outs, vec![Some(0); self.n_outputs]))
     }
 }

@@ -4,7 +4,7 @@
 //! adds a `CustomTransforms` identity node over `inputs ++ outputs` whose transformation rules
 //! call the user's rules. The forward outputs are computed once and handed to the VJP rule.
 use super::IntoOutputs;
-use crate::primitives::graph::CustomTransforms;
+use crate::primitives::graph::{Call, CustomTransforms};
 use crate::{Array, Error, Result};
 use std::sync::Arc;
 
@@ -52,6 +52,15 @@ pub struct CustomFunction {
 ///
 /// The built function is `Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + Clone + 'static`;
 /// a forward or rule that is not `Send + Sync` (say, one capturing an `Rc`) does not compile.
+///
+/// **Large forwards and rules are rebuilt when evaluated.** A forward or VJP rule that builds
+/// more than 256 nodes (a chunk of a recurrence, a checkpointed block) is run once when called,
+/// to learn and check its outputs, and its graph is then replaced by a single node that runs
+/// it again when evaluated (the outputs are still computed once). So a backward pass over many
+/// chunks holds one node per chunk until evaluation, and each chunk's recomputation exists only
+/// while it runs. Forwards and rules must therefore be pure functions of their inputs, which
+/// they are when randomness comes from explicit keys; higher-order transforms trace the rule
+/// as usual.
 ///
 /// ```
 /// use cotangent::{self as ct, Array};
@@ -137,9 +146,36 @@ impl CustomFunction {
     }
 }
 
+/// Forwards and VJP rules that build at most this many nodes keep their graph; larger ones are
+/// rebuilt when evaluated (see [`run_lazily`]).
+pub(crate) const INLINE_NODES: u64 = 256;
+
+/// Run `body` on `inputs`. If it built a large graph (more than [`INLINE_NODES`] nodes) whose
+/// outputs are not computed yet, drop that graph and return the outputs of one lazy
+/// [`Call`] node instead, which runs `body` again when it is evaluated.
+///
+/// This is what makes a custom function per chunk of a recurrence cheap in memory: a backward
+/// pass over many chunks holds one node per chunk, and each chunk's recomputation and backward
+/// exist only while that node is evaluated. Running `body` once here checks its outputs (and
+/// reports a bad rule when the transform is called); values are identical either way, since
+/// forwards and rules are pure functions of their inputs.
+pub(crate) fn run_lazily(name: &str, body: ForwardFn, inputs: &[Array]) -> Result<Vec<Array>> {
+    let before = crate::array::nodes_created();
+    let outs = body(inputs)?;
+    let built = crate::array::nodes_created() - before;
+    if built <= INLINE_NODES || outs.iter().all(Array::is_evaluated) {
+        return Ok(outs);
+    }
+    let specs = outs.iter().map(|o| o.spec().clone()).collect();
+    let n_outputs = outs.len();
+    drop(outs);
+    let call = Call { name: name.to_string(), body, n_outputs };
+    Ok(Array::from_primitive_multi(call, inputs.to_vec(), specs))
+}
+
 /// Run a custom function on `args`.
 pub(crate) fn call_custom(rules: &Arc<CustomRules>, args: &[Array]) -> Result<Vec<Array>> {
-    let outs = (rules.forward)(args)?;
+    let outs = run_lazily(&rules.name, rules.forward.clone(), args)?;
     if outs.is_empty() {
         return Err(rule_error(rules, "forward", "returned no outputs".into()));
     }

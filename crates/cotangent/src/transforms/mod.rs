@@ -31,6 +31,7 @@ pub use grad::*;
 pub use jvp::jvp;
 pub use vjp::vjp;
 pub use vmap::vmap;
+pub(crate) use vmap::vmap_call;
 
 use crate::array::TraceToken;
 use crate::primitives::graph::{Depends, Identity, StopGradient};

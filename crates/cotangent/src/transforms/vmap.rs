@@ -39,7 +39,7 @@ where
     move |args: &[Array]| vmap_call(&*f, &in_axes, &out_axes, args)
 }
 
-fn vmap_call<F, O>(f: &F, in_axes: &[Option<isize>], out_axes: &[Option<isize>], args: &[Array]) -> Result<Vec<Array>>
+pub(crate) fn vmap_call<F, O>(f: &F, in_axes: &[Option<isize>], out_axes: &[Option<isize>], args: &[Array]) -> Result<Vec<Array>>
 where
     F: Fn(&[Array]) -> O + ?Sized,
     O: IntoOutputs,
@@ -102,8 +102,15 @@ where
             inputs.iter().map(|x| map.get(&x.id()).cloned().unwrap_or((x.clone(), None))).unzip();
         let n_out = node.specs.len();
         let (outs, oaxes) = if axes.iter().all(|a| a.is_none()) {
-            // built on the trace but not on batched values (e.g. after stop_gradient of a constant)
-            ((0..n_out).map(|index| Array { node: node.clone(), index }).collect(), vec![None; n_out])
+            if xs.iter().zip(&inputs).all(|(x, i)| x.id() == i.id()) {
+                // built on the trace but not on batched values (e.g. after stop_gradient of a
+                // constant): the node itself is the result
+                ((0..n_out).map(|index| Array { node: node.clone(), index }).collect(), vec![None; n_out])
+            } else {
+                // unbatched, but some inputs were rewritten (a `depends` on batched values
+                // passes an unbatched input through a new node): apply the primitive to them
+                apply_unbatched(prim, &xs)?
+            }
         } else {
             prim.vmap(&xs, &axes)?
         };
@@ -152,4 +159,18 @@ where
             }
         })
         .collect()
+}
+
+/// `prim` applied to unbatched inputs `xs`, through its batching rule on a batch of one (so no
+/// primitive needs a way to rebuild itself).
+fn apply_unbatched(prim: &dyn crate::primitive::Primitive, xs: &[Array]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+    let mut xs = xs.to_vec();
+    let mut axes = vec![None; xs.len()];
+    xs[0] = xs[0].expand_dims(&[0]);
+    axes[0] = Some(0);
+    let (outs, oaxes) = prim.vmap(&xs, &axes)?;
+    let outs: Vec<Array> =
+        outs.into_iter().zip(&oaxes).map(|(o, a)| a.map_or_else(|| o.clone(), |a| o.squeeze(&[a as isize]))).collect();
+    let n = outs.len();
+    Ok((outs, vec![None; n]))
 }
