@@ -110,7 +110,7 @@ pub fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clo
             continue;
         }
         assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
-        let fd = central_diff(&scalar, xs, i, 1e-6);
+        let fd = central_diff(scalar, xs, i, 1e-6);
         assert_close(&vals(&vjps[i]), &fd, tol, &format!("{name}: vjp of input {i}"));
         // the jvp with a random tangent on input i equals fd · tangent
         let t = rng.signed(x.shape());
