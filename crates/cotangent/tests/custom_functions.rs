@@ -2,33 +2,12 @@
 //! deliberately different rules), missing rules fall back exactly, rules compose with every
 //! transform (grad∘grad, Hessians, vmap∘grad, grad∘vmap), bad rules give errors naming the
 //! function and the rule, and built functions can be shared by many threads.
+mod common;
+
+use common::{assert_close, vals, Lcg};
 use cotangent::{self as ct, Array, DType};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
-/// A small deterministic generator for test inputs.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-    fn array(&mut self, shape: &[usize], lo: f64, hi: f64) -> Array {
-        let n: usize = shape.iter().product();
-        Array::from_vec((0..n).map(|_| lo + (hi - lo) * self.next()).collect::<Vec<f64>>(), shape)
-    }
-}
-
-fn vals(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).to_vec::<f64>().unwrap()
-}
-
-fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
-    }
-}
 
 fn sigmoid(v: f64) -> f64 {
     1.0 / (1.0 + (-v).exp())

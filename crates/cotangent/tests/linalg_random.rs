@@ -1,33 +1,10 @@
 //! Matmul / linear algebra and random tests: forward values against f64 reference loops,
 //! VJP/JVP against central finite differences, vmap against loops; the Threefry generator
 //! against published known answers and the samplers against statistics.
+mod common;
+
+use common::{assert_close, check_grads, vals, Lcg};
 use cotangent::{self as ct, Array, DType};
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-    fn vec(&mut self, n: usize) -> Vec<f64> {
-        (0..n).map(|_| self.next() * 2.0 - 1.0).collect()
-    }
-    fn array(&mut self, shape: &[usize]) -> Array {
-        let n: usize = shape.iter().product();
-        Array::from_vec(self.vec(n), shape)
-    }
-}
-
-fn vals(a: &Array) -> Vec<f64> {
-    a.to_f64_vec().unwrap()
-}
-
-fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
-    }
-}
 
 fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -91,7 +68,7 @@ fn check_matmul(rng: &mut Lcg, sa: &[usize], sb: &[usize], dtype: DType, tol: f6
     let (na, nb): (usize, usize) = (sa.iter().product(), sb.iter().product());
     // integers for int dtypes, otherwise values representable in the dtype
     let mk = |rng: &mut Lcg, n: usize| -> Vec<f64> {
-        let v = rng.vec(n);
+        let v = rng.vec(n, -1.0, 1.0);
         if dtype.is_float() {
             Array::from_vec(v, &[n]).astype(dtype).to_f64_vec().unwrap()
         } else {
@@ -168,8 +145,8 @@ fn matmul_strided_and_broadcast_views() {
     let mut rng = Lcg(3);
     // transposed views of both operands (no copy in the kernel), several sizes incl. gemm path
     for (m, k, n) in [(3, 4, 5), (20, 30, 25), (64, 70, 80)] {
-        let at = rng.array(&[k, m]);
-        let bt = rng.array(&[n, k]);
+        let at = rng.signed(&[k, m]);
+        let bt = rng.signed(&[n, k]);
         let y = at.t().matmul(&bt.t());
         let a: Vec<f64> = vals(&at.t());
         let b: Vec<f64> = vals(&bt.t());
@@ -180,8 +157,8 @@ fn matmul_strided_and_broadcast_views() {
         assert_close(&vals(&y32), &r, 1e-5, "transposed f32");
     }
     // batch-transposed: [b, k, m] -> swap last two
-    let x = rng.array(&[3, 6, 4]);
-    let w = rng.array(&[3, 6, 5]);
+    let x = rng.signed(&[3, 6, 4]);
+    let w = rng.signed(&[3, 6, 5]);
     let y = x.swapaxes(-1, -2).matmul(&w);
     let (r, s) = ref_matmul(&vals(&x.swapaxes(-1, -2)), &[3, 4, 6], &vals(&w), &[3, 6, 5]);
     assert_eq!(y.shape(), &s[..]);
@@ -192,7 +169,7 @@ fn matmul_strided_and_broadcast_views() {
     let (r, _) = ref_matmul(&[2.0; 24], &[4, 6], &vals(&w), &[3, 6, 5]);
     assert_close(&vals(&y), &r, 1e-12, "broadcast operand");
     // a row broadcast along the batch: [1, 6] -> [3, 1, 6]
-    let row = rng.array(&[6]).broadcast_to(&[3, 2, 6]);
+    let row = rng.signed(&[6]).broadcast_to(&[3, 2, 6]);
     let y = row.matmul(&w);
     let (r, _) = ref_matmul(&vals(&row), &[3, 2, 6], &vals(&w), &[3, 6, 5]);
     assert_close(&vals(&y), &r, 1e-12, "broadcast rows");
@@ -222,8 +199,8 @@ fn matmul_large_parallel_path() {
     check_matmul(&mut rng, &[16, 24, 24], &[16, 24, 24], DType::F32, 1e-5);
     check_matmul(&mut rng, &[2, 130, 120], &[120, 110], DType::F16, 3e-2);
     // determinism: the same product twice is bit-identical, also from another thread
-    let a = rng.array(&[257, 300]).astype(DType::F32);
-    let b = rng.array(&[300, 263]).astype(DType::F32);
+    let a = rng.signed(&[257, 300]).astype(DType::F32);
+    let b = rng.signed(&[300, 263]).astype(DType::F32);
     let y1 = a.matmul(&b).to_vec::<f32>().unwrap();
     let (a2, b2) = (a.clone(), b.clone());
     let y2 = std::thread::spawn(move || a2.matmul(&b2).to_vec::<f32>().unwrap()).join().unwrap();
@@ -245,8 +222,8 @@ fn matmul_bad_batch_panics() {
 #[test]
 fn outer_tensordot_einsum() {
     let mut rng = Lcg(5);
-    let a = rng.array(&[3]);
-    let b = rng.array(&[4]);
+    let a = rng.signed(&[3]);
+    let b = rng.signed(&[4]);
     let (av, bv) = (vals(&a), vals(&b));
     let o = ct::outer(&a, &b);
     assert_eq!(o.shape(), &[3, 4]);
@@ -254,8 +231,8 @@ fn outer_tensordot_einsum() {
     assert_close(&vals(&o), &r, 1e-15, "outer");
 
     // tensordot: x [2,3,4], y [4,3,5], contract x axes (1,2) with y axes (1,0) -> [2,5]
-    let x = rng.array(&[2, 3, 4]);
-    let y = rng.array(&[4, 3, 5]);
+    let x = rng.signed(&[2, 3, 4]);
+    let y = rng.signed(&[4, 3, 5]);
     let (xv, yv) = (vals(&x), vals(&y));
     let t = ct::tensordot(&x, &y, ([1, 2], [1, 0]));
     assert_eq!(t.shape(), &[2, 5]);
@@ -271,7 +248,7 @@ fn outer_tensordot_einsum() {
     }
     assert_close(&vals(&t), &r, 1e-12, "tensordot pairs");
     // axes = n: x [2,3,4] with z [3,4,5], n = 2 -> [2,5]
-    let z = rng.array(&[3, 4, 5]);
+    let z = rng.signed(&[3, 4, 5]);
     let zv = vals(&z);
     let t = ct::tensordot(&x, &z, 2);
     let mut r = vec![0.0; 10];
@@ -288,8 +265,8 @@ fn outer_tensordot_einsum() {
     assert_eq!(ct::tensordot(&a, &b, 0).shape(), &[3, 4]);
 
     // einsum
-    let p = rng.array(&[3, 4]);
-    let q = rng.array(&[4, 5]);
+    let p = rng.signed(&[3, 4]);
+    let q = rng.signed(&[4, 5]);
     let (pv, qv) = (vals(&p), vals(&q));
     let (r, _) = ref_matmul(&pv, &[3, 4], &qv, &[4, 5]);
     assert_close(&vals(&ct::einsum("ij,jk->ik", &[p.clone(), q.clone()])), &r, 1e-12, "ij,jk->ik");
@@ -306,14 +283,14 @@ fn outer_tensordot_einsum() {
     assert_close(&vals(&ct::einsum("i,i->", &[a.clone(), a.clone()])), &[d], 1e-12, "i,i->");
     assert_close(&vals(&ct::einsum("i,j->ij", &[a.clone(), b.clone()])), &vals(&o), 1e-15, "i,j->ij");
     // batched
-    let u = rng.array(&[2, 3, 4]);
-    let v = rng.array(&[2, 4, 5]);
+    let u = rng.signed(&[2, 3, 4]);
+    let v = rng.signed(&[2, 4, 5]);
     let (r, _) = ref_matmul(&vals(&u), &[2, 3, 4], &vals(&v), &[2, 4, 5]);
     assert_close(&vals(&ct::einsum("bij,bjk->bik", &[u.clone(), v.clone()])), &r, 1e-12, "bij,bjk->bik");
     // attention scores: bhqd,bhkd->bhqk
     let (bb, h, qn, kn, dd) = (2, 3, 4, 5, 6);
-    let qa = rng.array(&[bb, h, qn, dd]);
-    let ka = rng.array(&[bb, h, kn, dd]);
+    let qa = rng.signed(&[bb, h, qn, dd]);
+    let ka = rng.signed(&[bb, h, kn, dd]);
     let (qv, kv) = (vals(&qa), vals(&ka));
     let sc = ct::einsum("bhqd,bhkd->bhqk", &[qa, ka]);
     assert_eq!(sc.shape(), &[bb, h, qn, kn]);
@@ -329,7 +306,7 @@ fn outer_tensordot_einsum() {
     }
     assert_close(&vals(&sc), &r, 1e-12, "bhqd,bhkd->bhqk");
     // a letter summed in one operand only, and a free letter of b before a's: "ij,jkl->lk"
-    let w = rng.array(&[4, 2, 3]);
+    let w = rng.signed(&[4, 2, 3]);
     let wv = vals(&w);
     let e = ct::einsum("ij,jkl->lk", &[p.clone(), w]);
     let mut r = vec![0.0; 6];
@@ -359,40 +336,6 @@ fn einsum_unsupported_ellipsis_panics() {
 
 // ----- transforms of matmul ----------------------------------------------------------------
 
-fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
-    let mut rng = Lcg(7);
-    let out = f(xs);
-    let w = rng.array(out.shape());
-    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
-    let eps = 1e-6;
-    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
-    for (i, x) in xs.iter().enumerate() {
-        assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
-        let base = vals(x);
-        let mut fd = vec![0.0; base.len()];
-        for k in 0..base.len() {
-            let mut p = base.clone();
-            p[k] += eps;
-            let mut m = base.clone();
-            m[k] -= eps;
-            let mut xp = xs.to_vec();
-            xp[i] = Array::from_vec(p, x.shape());
-            let mut xm = xs.to_vec();
-            xm[i] = Array::from_vec(m, x.shape());
-            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
-        }
-        assert_close(&vals(&vjps[i]), &fd, 1e-6, &format!("{name}: vjp input {i}"));
-        let t = rng.array(x.shape());
-        let tangents: Vec<Array> =
-            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
-        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
-        assert_eq!(jv[0].shape(), out.shape());
-        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
-        let rhs: f64 = fd.iter().zip(vals(&t)).map(|(a, b)| a * b).sum();
-        assert!((lhs - rhs).abs() < 1e-6 * (1.0 + rhs.abs()), "{name}: jvp input {i}: {lhs} vs {rhs}");
-    }
-}
-
 #[test]
 fn matmul_grads() {
     let mut rng = Lcg(8);
@@ -407,24 +350,24 @@ fn matmul_grads() {
         (&[4], &[2, 4, 3]),
     ];
     for (sa, sb) in cases {
-        check_grads(&format!("matmul {sa:?} @ {sb:?}"), mm, &[rng.array(sa), rng.array(sb)]);
+        check_grads(&format!("matmul {sa:?} @ {sb:?}"), mm, &[rng.signed(sa), rng.signed(sb)]);
     }
     // through einsum / tensordot / outer (built from matmul, reshapes, transposes, sums)
     check_grads(
         "einsum bhqd",
         |x: &[Array]| ct::einsum("bhqd,bhkd->bhqk", &[x[0].clone(), x[1].clone()]),
-        &[rng.array(&[1, 2, 3, 4]), rng.array(&[1, 2, 2, 4])],
+        &[rng.signed(&[1, 2, 3, 4]), rng.signed(&[1, 2, 2, 4])],
     );
     check_grads(
         "tensordot",
         |x: &[Array]| ct::tensordot(&x[0], &x[1], ([0, 2], [1, 0])),
-        &[rng.array(&[2, 3, 4]), rng.array(&[4, 2, 2])],
+        &[rng.signed(&[2, 3, 4]), rng.signed(&[4, 2, 2])],
     );
-    check_grads("outer", |x: &[Array]| ct::outer(&x[0], &x[1]), &[rng.array(&[3]), rng.array(&[2])]);
+    check_grads("outer", |x: &[Array]| ct::outer(&x[0], &x[1]), &[rng.signed(&[3]), rng.signed(&[2])]);
     // second order: grad of grad of sum((A B)^2) w.r.t. A, checked through hvp-like jvp of vjp
     let g = ct::grad(|x: &[Array]| x[0].matmul(&x[1]).square().sum_all());
-    let a = rng.array(&[2, 3]);
-    let b = rng.array(&[3, 2]);
+    let a = rng.signed(&[2, 3]);
+    let b = rng.signed(&[3, 2]);
     let ga = g(&[a.clone(), b.clone()]).unwrap();
     // d/dA sum((AB)^2) = 2 (AB) Bᵀ
     let r = (a.matmul(&b) * 2.0).matmul(&b.t());
@@ -456,7 +399,7 @@ fn matmul_vmap_matches_loop() {
             }
             v
         };
-        let (xa, xb) = (rng.array(&full(sa, *ia)), rng.array(&full(sb, *ib)));
+        let (xa, xb) = (rng.signed(&full(sa, *ia)), rng.signed(&full(sb, *ib)));
         let f = ct::vmap(mm, &[*ia, *ib], &[Some(0)]);
         let y = f(&[xa.clone(), xb.clone()]).unwrap().remove(0);
         let pick = |x: &Array, s: &[usize], ax: Option<isize>, i: usize| -> Array {
@@ -479,8 +422,8 @@ fn matmul_vmap_matches_loop() {
     // vmap of grad
     let g = ct::grad(|x: &[Array]| x[0].matmul(&x[1]).sum_all());
     let vg = ct::vmap(g, &[Some(0), None], &[Some(0), Some(0)]);
-    let xs = rng.array(&[nb, 2, 3]);
-    let w = rng.array(&[3, 4]);
+    let xs = rng.signed(&[nb, 2, 3]);
+    let w = rng.signed(&[3, 4]);
     let out = vg(&[xs, w.clone()]).unwrap();
     // d/dA sum(A W) = ones @ Wᵀ: each row is the row sums of W
     let ws = vals(&w);

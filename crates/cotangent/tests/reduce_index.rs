@@ -2,28 +2,13 @@
 //! (take, take_along_axis, put_along_axis, scatter_add, one_hot): forward values against f64
 //! reference loops written here, on random inputs from a small deterministic LCG.
 #![allow(clippy::cloned_ref_to_slice_refs)] // `&[x.clone()]` reads better in tests
+mod common;
+
+use common::{assert_close, check_grads, vals, Lcg};
 use cotangent::{self as ct, Array, DType};
 use half::f16;
 
 // ----- helpers ---------------------------------------------------------------------------------
-
-struct Lcg(u64);
-impl Lcg {
-    fn next_u32(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    /// Uniform in [-2, 2).
-    fn f(&mut self) -> f64 {
-        self.next_u32() as f64 / (1u64 << 31) as f64 * 4.0 - 2.0
-    }
-    fn vec(&mut self, n: usize) -> Vec<f64> {
-        (0..n).map(|_| self.f()).collect()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next_u32() as usize % n
-    }
-}
 
 fn numel(s: &[usize]) -> usize {
     s.iter().product()
@@ -90,15 +75,6 @@ fn make(data: &[f64], shape: &[usize], dtype: DType, strided: bool) -> Array {
 /// Values rounded to the dtype (what the array actually holds).
 fn held(data: &[f64], dtype: DType) -> Vec<f64> {
     Array::from_slice(data, &[data.len()]).astype(dtype).to_f64_vec().unwrap()
-}
-
-#[track_caller]
-fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length {} vs {}", got.len(), want.len());
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= tol * (1.0 + w.abs());
-        assert!(ok, "{what}: element {i}: got {g}, want {w}\n got {got:?}\nwant {want:?}");
-    }
 }
 
 fn ref_logsumexp(g: &[f64]) -> f64 {
@@ -193,7 +169,7 @@ fn axis_sets(nd: usize) -> Vec<Vec<isize>> {
 fn var_std_logsumexp_forward() {
     let mut rng = Lcg(1);
     for &shape in SHAPES {
-        let data = rng.vec(numel(shape));
+        let data = rng.vec(numel(shape), -2.0, 2.0);
         for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 2e-5)] {
             let hd = held(&data, dtype);
             for strided in [false, true] {
@@ -367,7 +343,7 @@ fn logsumexp_softmax_extremes() {
 fn softmax_forward() {
     let mut rng = Lcg(4);
     for &shape in SHAPES {
-        let data: Vec<f64> = rng.vec(numel(shape)).iter().map(|v| v * 3.0).collect();
+        let data: Vec<f64> = rng.vec(numel(shape), -2.0, 2.0).iter().map(|v| v * 3.0).collect();
         for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 1e-5), (DType::F16, 2e-3), (DType::BF16, 1e-2)] {
             let hd = held(&data, dtype);
             for strided in [false, true] {
@@ -398,7 +374,7 @@ fn large_rows_parallel_paths_match_reference() {
     // big enough for the parallel row kernels; rows are independent so results are exact per row
     let mut rng = Lcg(5);
     let shape = [300, 257];
-    let data = rng.vec(numel(&shape));
+    let data = rng.vec(numel(&shape), -2.0, 2.0);
     let x = Array::from_slice(&data, &shape);
     for axes in [vec![-1isize], vec![0]] {
         let ax = norm_axes(&axes, 2);
@@ -420,7 +396,7 @@ fn large_rows_parallel_paths_match_reference() {
 fn cumsum_cumprod_forward() {
     let mut rng = Lcg(6);
     for &shape in SHAPES {
-        let data: Vec<f64> = rng.vec(numel(shape)).iter().map(|v| v * 0.8).collect();
+        let data: Vec<f64> = rng.vec(numel(shape), -2.0, 2.0).iter().map(|v| v * 0.8).collect();
         let ints: Vec<f64> = (0..numel(shape)).map(|_| rng.below(7) as f64 - 3.0).collect();
         for (dtype, tol, src) in
             [(DType::F64, 1e-12, &data), (DType::F32, 1e-5, &data), (DType::I32, 0.0, &ints), (DType::I64, 0.0, &ints)]
@@ -465,7 +441,7 @@ fn cumsum_cumprod_forward() {
 fn f16_sum_and_friends() {
     let mut rng = Lcg(7);
     let shape = [4, 33];
-    let data = rng.vec(numel(&shape));
+    let data = rng.vec(numel(&shape), -2.0, 2.0);
     let hd = held(&data, DType::F16);
     for strided in [false, true] {
         let x = make(&data, &shape, DType::F16, strided);
@@ -501,7 +477,7 @@ fn take_forward() {
     let mut rng = Lcg(8);
     let shapes: &[&[usize]] = &[&[5], &[4, 3], &[2, 5, 3], &[3, 0]];
     for &shape in shapes {
-        let data = rng.vec(numel(shape));
+        let data = rng.vec(numel(shape), -2.0, 2.0);
         for strided in [false, true] {
             let x = make(&data, shape, DType::F64, strided);
             for axis in 0..shape.len() {
@@ -599,7 +575,7 @@ fn take_along_axis_forward() {
         (&[2, 3, 4], &[2, 0, 4], 1),
     ];
     for &(shape, ishape, axis) in cases {
-        let data = rng.vec(numel(shape));
+        let data = rng.vec(numel(shape), -2.0, 2.0);
         let n = shape[axis] as i64;
         let idx: Vec<i64> = (0..numel(ishape)).map(|_| rng.below(2 * n as usize) as i64 - n).collect();
         let (oshape, want) = ref_take_along(&data, shape, &idx, ishape, axis);
@@ -624,10 +600,10 @@ fn put_and_scatter_along_axis_forward() {
     let cases: &[(&[usize], &[usize], usize)] =
         &[(&[3, 4], &[3, 6], 1), (&[5, 2], &[7, 2], 0), (&[2, 3, 4], &[2, 3, 5], 2), (&[2, 3, 4], &[1, 3, 4], 0)];
     for &(shape, ishape, axis) in cases {
-        let data = rng.vec(numel(shape));
+        let data = rng.vec(numel(shape), -2.0, 2.0);
         let n = shape[axis];
         let idx: Vec<i64> = (0..numel(ishape)).map(|_| rng.below(2 * n) as i64 - n as i64).collect();
-        let vals = rng.vec(numel(ishape));
+        let vals = rng.vec(numel(ishape), -2.0, 2.0);
         // reference: walk the indices in row-major order
         let mut put = data.clone();
         let mut add = data.clone();
@@ -676,8 +652,8 @@ fn scatter_add_is_the_adjoint_of_take() {
     let ishape = [2, 4];
     let idx: Vec<i64> = (0..8).map(|_| rng.below(10) as i64 - 5).collect();
     let ushape = [3, 2, 4, 2];
-    let upd = rng.vec(numel(&ushape));
-    let base = rng.vec(numel(&shape));
+    let upd = rng.vec(numel(&ushape), -2.0, 2.0);
+    let base = rng.vec(numel(&shape), -2.0, 2.0);
     let mut want = base.clone();
     for (u, &v) in upd.iter().enumerate() {
         let ui = unravel(u, &ushape);
@@ -715,56 +691,12 @@ fn one_hot_forward() {
 
 // ----- transforms: VJP/JVP against central finite differences (f64), vmap against loops -------
 
-fn vals(a: &Array) -> Vec<f64> {
-    a.to_f64_vec().unwrap()
-}
-
-fn rand_array(rng: &mut Lcg, shape: &[usize], lo: f64, hi: f64) -> Array {
-    let v: Vec<f64> = (0..numel(shape)).map(|_| lo + (hi - lo) * (rng.f() + 2.0) / 4.0).collect();
-    Array::from_vec(v, shape)
-}
-
-/// vjp and jvp of `f` at `xs` against central differences of `sum(f(xs) * w)`, `w` random.
-fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
-    let mut rng = Lcg(77);
-    let out = f(xs);
-    let w = rand_array(&mut rng, out.shape(), -1.0, 1.0);
-    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
-    let eps = 1e-6;
-    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
-    for (i, x) in xs.iter().enumerate() {
-        if x.dtype() != DType::F64 {
-            continue; // integer inputs (indices) are constants
-        }
-        let base = vals(x);
-        let mut fd = vec![0.0; base.len()];
-        for k in 0..base.len() {
-            let (mut p, mut m) = (base.clone(), base.clone());
-            p[k] += eps;
-            m[k] -= eps;
-            let (mut xp, mut xm) = (xs.to_vec(), xs.to_vec());
-            xp[i] = Array::from_vec(p, x.shape());
-            xm[i] = Array::from_vec(m, x.shape());
-            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
-        }
-        assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
-        assert_close(&vals(&vjps[i]), &fd, 1e-5, &format!("{name}: vjp input {i}"));
-        let t = rand_array(&mut rng, x.shape(), -1.0, 1.0);
-        let tangents: Vec<Array> =
-            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
-        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
-        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
-        let rhs: f64 = fd.iter().zip(vals(&t)).map(|(a, b)| a * b).sum();
-        assert!((lhs - rhs).abs() < 1e-5 * (1.0 + rhs.abs()), "{name}: jvp input {i}: {lhs} vs {rhs}");
-    }
-}
-
 #[test]
 fn reduction_grads() {
     let mut rng = Lcg(12);
-    let x = rand_array(&mut rng, &[3, 4, 2], -2.0, 2.0);
+    let x = rng.array(&[3, 4, 2], -2.0, 2.0);
     let xt = x.transpose(&[2, 0, 1]); // a strided input of shape [2, 3, 4]
-    let pos = rand_array(&mut rng, &[3, 5], 0.5, 1.5);
+    let pos = rng.array(&[3, 5], 0.5, 1.5);
     check_grads("logsumexp[-1]", |x| x[0].logsumexp(&[-1], false), &[x.clone()]);
     check_grads("logsumexp[0,2] keepdims", |x| x[0].logsumexp(&[0, 2], true), &[xt.clone()]);
     check_grads("logsumexp_all", |x| x[0].logsumexp_all(), &[x.clone()]);
@@ -795,7 +727,7 @@ fn reduction_grads() {
     let want = ct::one_hot(&am, 4, DType::F64).moveaxis(-1, 1);
     assert_eq!(vals(&g[0]), vals(&want));
     // second order: the softmax VJP rule is itself differentiable
-    let w = rand_array(&mut rng, &[3, 4, 2], -1.0, 1.0);
+    let w = rng.array(&[3, 4, 2], -1.0, 1.0);
     check_grads(
         "grad of softmax",
         move |x| {
@@ -813,7 +745,7 @@ fn reduction_grads() {
 #[test]
 fn index_grads() {
     let mut rng = Lcg(13);
-    let x = rand_array(&mut rng, &[4, 5], -1.0, 1.0);
+    let x = rng.array(&[4, 5], -1.0, 1.0);
     let idx = Array::from_slice(&[0i32, -1, 3, 3, 1, 0], &[2, 3]); // duplicates accumulate
     let i2 = idx.clone();
     check_grads("take axis 1", move |x| x[0].take(&i2, 1), &[x.clone()]);
@@ -825,13 +757,13 @@ fn index_grads() {
     let ib = Array::from_slice(&[2i64, 0, 4], &[1, 3]); // broadcast over axis 0
     check_grads("take_along_axis broadcast", move |x| x[0].take_along_axis(&ib, -1), &[x.clone()]);
     // put with duplicates: only the last writer of a position gets gradient
-    let v = rand_array(&mut rng, &[4, 2], -1.0, 1.0);
+    let v = rng.array(&[4, 2], -1.0, 1.0);
     let ip = Array::from_slice(&[1i64, 1, 0, 3, 2, 2, 4, 0], &[4, 2]);
     let i2 = ip.clone();
     check_grads("put_along_axis", move |a| a[0].put_along_axis(&i2, &a[1], 1), &[x.clone(), v.clone()]);
     let i2 = ip.clone();
     check_grads("scatter_add_along_axis", move |a| a[0].scatter_add_along_axis(&i2, &a[1], 1), &[x.clone(), v.clone()]);
-    let u = rand_array(&mut rng, &[2, 3, 5], -1.0, 1.0);
+    let u = rng.array(&[2, 3, 5], -1.0, 1.0);
     check_grads("scatter_add", move |a| a[0].scatter_add(&idx, &a[1], 0), &[x.clone(), u]);
     // the put VJP for duplicates, explicitly: value 0 at position 1 is overwritten by value 1
     let (_, g) = ct::vjp(
@@ -875,7 +807,7 @@ fn check_vmap(
 #[test]
 fn vmap_rules_match_loops() {
     let mut rng = Lcg(14);
-    let x = rand_array(&mut rng, &[3, 4, 5], -2.0, 2.0); // batch on axis 1 (size 4)
+    let x = rng.array(&[3, 4, 5], -2.0, 2.0); // batch on axis 1 (size 4)
     let b1 = [Some(1isize)];
     check_vmap("logsumexp", |x| x[0].logsumexp(&[-1], false), &[x.clone()], &b1);
     check_vmap("logsumexp two axes", |x| x[0].logsumexp(&[0, 1], true), &[x.clone()], &b1);
@@ -894,7 +826,7 @@ fn vmap_rules_match_loops() {
     check_vmap("take indices", move |a| a[0].take(&a[1], 2), &[x.clone(), bidx.clone()], &[None, Some(0)]);
     check_vmap("take both", move |a| a[0].take(&a[1], 1), &[x.clone(), bidx.clone()], &[Some(1), Some(0)]);
     let ia = Array::from_slice(&[0i32, 4, 1, 1, 3, 2], &[3, 2]); // along axis 1 of a [3, 5] slice
-    let v = rand_array(&mut rng, &[3, 4, 2], -1.0, 1.0); // batch on axis 1
+    let v = rng.array(&[3, 4, 2], -1.0, 1.0); // batch on axis 1
     check_vmap("take_along_axis", move |a| a[0].take_along_axis(&a[1], 1), &[x.clone(), ia.clone()], &[Some(1), None]);
     check_vmap(
         "put_along_axis values batched",
@@ -908,7 +840,7 @@ fn vmap_rules_match_loops() {
         &[x.clone(), ia.expand_dims(&[0]).broadcast_to(&[4, 3, 2]), v.clone()],
         &[Some(1), Some(0), Some(1)],
     );
-    let u = rand_array(&mut rng, &[4, 3, 2, 3], -1.0, 1.0);
+    let u = rng.array(&[4, 3, 2, 3], -1.0, 1.0);
     check_vmap(
         "scatter_add",
         move |a| a[0].scatter_add(&a[1], &a[2], 1),
@@ -917,6 +849,6 @@ fn vmap_rules_match_loops() {
     );
     // vmap of grad through a gather
     let g = ct::vmap(ct::grad(|a: &[Array]| a[0].logsumexp_all()), &[Some(0)], &[Some(0)]);
-    let xs = rand_array(&mut rng, &[3, 6], -1.0, 1.0);
+    let xs = rng.array(&[3, 6], -1.0, 1.0);
     assert_close(&vals(&g(&[xs.clone()]).unwrap()[0]), &vals(&xs.softmax(&[-1])), 1e-12, "vmap(grad(logsumexp))");
 }

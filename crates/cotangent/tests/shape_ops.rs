@@ -1,6 +1,9 @@
 //! Shape ops: forward values against reference index arithmetic (f64 loops written here),
 //! views (strides/offsets through chains of views), zero-size arrays, several dtypes, panics,
 //! and property tests.
+mod common;
+
+use common::{check_grads, Lcg};
 use cotangent::{self as ct, Array, DType};
 use half::f16;
 use proptest::prelude::*;
@@ -699,61 +702,6 @@ fn read_helper_round_trips() {
 
 // ----- transforms: VJP / JVP against finite differences, vmap against loops ------------------------
 
-/// A small deterministic generator for test inputs.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-    fn array(&mut self, shape: &[usize]) -> Array {
-        Array::from_vec((0..numel(shape)).map(|_| self.next() * 2.0 - 1.0).collect::<Vec<f64>>(), shape)
-    }
-}
-
-#[track_caller]
-fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
-    }
-}
-
-/// VJP and JVP of `f` at `xs` (f64) against central differences of `sum(f(xs) * w)` for a
-/// random weighting `w`; the cotangent shapes must equal the input shapes.
-#[track_caller]
-fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
-    let mut rng = Lcg(11);
-    let out = f(xs);
-    let w = rng.array(out.shape());
-    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
-    let eps = 1e-6;
-    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
-    for (i, x) in xs.iter().enumerate() {
-        assert_eq!(vjps[i].shape(), x.shape(), "{name}: vjp shape of input {i}");
-        let base = x.to_vec::<f64>().unwrap();
-        let mut fd = vec![0.0; base.len()];
-        for k in 0..base.len() {
-            let (mut p, mut m) = (base.clone(), base.clone());
-            p[k] += eps;
-            m[k] -= eps;
-            let (mut xp, mut xm) = (xs.to_vec(), xs.to_vec());
-            xp[i] = Array::from_vec(p, x.shape());
-            xm[i] = Array::from_vec(m, x.shape());
-            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
-        }
-        assert_close(&vjps[i].to_vec::<f64>().unwrap(), &fd, 1e-6, &format!("{name}: vjp of input {i}"));
-        let t = rng.array(x.shape());
-        let tangents: Vec<Array> =
-            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
-        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
-        assert_eq!(jv[0].shape(), out.shape(), "{name}: jvp shape");
-        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
-        let rhs: f64 = fd.iter().zip(t.to_vec::<f64>().unwrap()).map(|(a, b)| a * b).sum();
-        assert!((lhs - rhs).abs() < 1e-6 * (1.0 + rhs.abs()), "{name}: jvp of input {i}: {lhs} vs {rhs}");
-    }
-}
-
 /// Element `b` of `x` along axis `ax`.
 fn take(x: &Array, ax: usize, b: usize) -> Array {
     x.slice_axis(ax as isize, Some(b as isize), Some(b as isize + 1), 1).squeeze(&[ax as isize])
@@ -795,7 +743,7 @@ fn sq(x: &Array) -> Array {
 #[test]
 fn slice_and_flip_grads() {
     let mut rng = Lcg(1);
-    let x = rng.array(&[4, 5, 3]);
+    let x = rng.signed(&[4, 5, 3]);
     check_grads("slice", |x: &[Array]| sq(&x[0].slice(&[3, 1], &[0, isize::MAX], &[-2, 2])), std::slice::from_ref(&x));
     check_grads("slice_axis", |x: &[Array]| sq(&x[0].slice_axis(-1, Some(-1), None, -1)), std::slice::from_ref(&x));
     check_grads("flip", |x: &[Array]| sq(&x[0].flip(&[0, 2])), std::slice::from_ref(&x));
@@ -817,8 +765,8 @@ fn slice_and_flip_grads() {
 #[test]
 fn slice_update_and_pad_grads() {
     let mut rng = Lcg(2);
-    let x = rng.array(&[4, 5]);
-    let u = rng.array(&[2, 2]);
+    let x = rng.signed(&[4, 5]);
+    let u = rng.signed(&[2, 2]);
     check_grads(
         "slice_update",
         |x: &[Array]| sq(&x[0].slice_update(&x[1], &[-1, 0], &[isize::MIN, 5], &[-2, 3])),
@@ -834,9 +782,9 @@ fn slice_update_and_pad_grads() {
 #[test]
 fn concatenate_stack_split_grads() {
     let mut rng = Lcg(3);
-    let a = rng.array(&[2, 3]);
-    let b = rng.array(&[2, 1]);
-    let c = rng.array(&[2, 2]);
+    let a = rng.signed(&[2, 3]);
+    let b = rng.signed(&[2, 1]);
+    let c = rng.signed(&[2, 2]);
     check_grads("concatenate", |x: &[Array]| sq(&ct::concatenate(x, -1)), &[a.clone(), b.clone(), c.clone()]);
     check_grads(
         "concatenate axis 0",
@@ -866,7 +814,7 @@ fn concatenate_stack_split_grads() {
 #[test]
 fn shape_vmaps() {
     let mut rng = Lcg(4);
-    let x = rng.array(&[3, 4, 5]);
+    let x = rng.signed(&[3, 4, 5]);
     for ax in [Some(0isize), Some(1), Some(-1)] {
         check_vmap(
             "slice",
@@ -882,18 +830,18 @@ fn shape_vmaps() {
         check_vmap("stack", |x: &[Array]| ct::stack(&[x[0].clone(), x[0].exp()], -1), std::slice::from_ref(&x), &[ax]);
     }
     // multi-input: batch axes at different positions, some inputs unbatched
-    let a = rng.array(&[3, 2, 4]); // batch on axis 0
-    let b = rng.array(&[2, 5, 3]); // batch on axis 2 -> per-example [2, 5]
-    let c = rng.array(&[2, 1]); // unbatched
+    let a = rng.signed(&[3, 2, 4]); // batch on axis 0
+    let b = rng.signed(&[2, 5, 3]); // batch on axis 2 -> per-example [2, 5]
+    let c = rng.signed(&[2, 1]); // unbatched
     let cat = |x: &[Array]| ct::concatenate(&[x[0].clone(), x[1].clone(), x[2].clone()], 1);
     check_vmap("concatenate", cat, &[a.clone(), b.clone(), c.clone()], &[Some(0), Some(-1), None]);
     let cat0 = |x: &[Array]| ct::concatenate(&[x[0].t(), x[1].clone()], 0);
-    check_vmap("concatenate axis 0", cat0, &[rng.array(&[2, 3, 4]), rng.array(&[1, 3, 2])], &[Some(1), Some(1)]);
+    check_vmap("concatenate axis 0", cat0, &[rng.signed(&[2, 3, 4]), rng.signed(&[1, 3, 2])], &[Some(1), Some(1)]);
     // slice_update: batched base with unbatched update, and the reverse
     let upd = |x: &[Array]| x[0].slice_update(&x[1], &[1, 0], &[3, 5], &[1, 2]);
-    check_vmap("slice_update base", upd, &[rng.array(&[4, 5, 2]), rng.array(&[2, 3])], &[Some(-1), None]);
-    check_vmap("slice_update update", upd, &[rng.array(&[4, 5]), rng.array(&[2, 6, 3])], &[None, Some(1)]);
-    check_vmap("slice_update both", upd, &[rng.array(&[2, 4, 5]), rng.array(&[2, 3, 2])], &[Some(0), Some(2)]);
+    check_vmap("slice_update base", upd, &[rng.signed(&[4, 5, 2]), rng.signed(&[2, 3])], &[Some(-1), None]);
+    check_vmap("slice_update update", upd, &[rng.signed(&[4, 5]), rng.signed(&[2, 6, 3])], &[None, Some(1)]);
+    check_vmap("slice_update both", upd, &[rng.signed(&[2, 4, 5]), rng.signed(&[2, 3, 2])], &[Some(0), Some(2)]);
     // vmap of grad through a slice
     let g = ct::grad(|x: &[Array]| sq(&x[0].slice(&[1], &[isize::MAX], &[2])).sum_all());
     check_vmap("grad of slice", move |x: &[Array]| g(x).unwrap()[0].clone(), &[x], &[Some(1)]);

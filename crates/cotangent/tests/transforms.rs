@@ -1,65 +1,9 @@
 //! Transform tests: VJP/JVP against central finite differences in f64, compositions, vmap
 //! against loops, threads.
+mod common;
+
+use common::{assert_close, check_grads, vals, Lcg};
 use cotangent::{self as ct, Array, DType};
-
-/// A small deterministic generator for test inputs.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
-    }
-    fn array(&mut self, shape: &[usize], lo: f64, hi: f64) -> Array {
-        let n: usize = shape.iter().product();
-        Array::from_vec((0..n).map(|_| lo + (hi - lo) * self.next()).collect::<Vec<f64>>(), shape)
-    }
-}
-
-fn vals(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).to_vec::<f64>().unwrap()
-}
-
-fn assert_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
-    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}: element {i}: {x} vs {y}");
-    }
-}
-
-/// Check vjp and jvp of `f` at `xs` against central differences of the scalar
-/// `sum(f(xs) * w)` for a random weighting `w`.
-fn check_grads(name: &str, f: impl Fn(&[Array]) -> Array + Send + Sync + Clone + 'static, xs: &[Array]) {
-    let mut rng = Lcg(7);
-    let out = f(xs);
-    let w = rng.array(out.shape(), -1.0, 1.0);
-    let (_, vjps) = ct::vjp(f.clone(), xs, std::slice::from_ref(&w)).unwrap();
-    let eps = 1e-6;
-    let scalar = |xs: &[Array]| (&f(xs) * &w).sum_all().item::<f64>().unwrap();
-    for (i, x) in xs.iter().enumerate() {
-        let base = vals(x);
-        let mut fd = vec![0.0; base.len()];
-        for k in 0..base.len() {
-            let mut p = base.clone();
-            p[k] += eps;
-            let mut m = base.clone();
-            m[k] -= eps;
-            let mut xp = xs.to_vec();
-            xp[i] = Array::from_vec(p, x.shape());
-            let mut xm = xs.to_vec();
-            xm[i] = Array::from_vec(m, x.shape());
-            fd[k] = (scalar(&xp) - scalar(&xm)) / (2.0 * eps);
-        }
-        assert_close(&vals(&vjps[i]), &fd, 1e-5, &format!("{name}: vjp input {i}"));
-        // jvp with a random tangent on input i equals fd · tangent
-        let t = rng.array(x.shape(), -1.0, 1.0);
-        let tangents: Vec<Array> =
-            xs.iter().enumerate().map(|(j, y)| if j == i { t.clone() } else { ct::zeros_like(y) }).collect();
-        let (_, jv) = ct::jvp(f.clone(), xs, &tangents).unwrap();
-        let lhs = (&jv[0] * &w).sum_all().item::<f64>().unwrap();
-        let rhs: f64 = fd.iter().zip(vals(&t)).map(|(a, b)| a * b).sum();
-        assert!((lhs - rhs).abs() < 1e-5 * (1.0 + rhs.abs()), "{name}: jvp input {i}: {lhs} vs {rhs}");
-    }
-}
 
 #[test]
 fn unary_grads() {

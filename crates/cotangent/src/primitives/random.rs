@@ -7,7 +7,8 @@
 //! (`[kb..., shape...]`). Samples are not differentiable: the rules give zero cotangents and
 //! tangents.
 use crate::backend::cpu::buffer::BufferElement;
-use crate::backend::cpu::random::{bits32, bits64, block, erfinv_fast, fill, unit_f32, unit_f64};
+use crate::backend::cpu::math::{erf, erfinv, erfinv_fast};
+use crate::backend::cpu::random::{bits32, bits64, block, fill, unit_f32, unit_f64};
 use crate::backend::cpu::Data;
 use crate::dtype::Element;
 use crate::primitive::{Primitive, Spec};
@@ -127,7 +128,7 @@ impl RandomSample {
                 let lo = -1.0 + if wide { f64::EPSILON / 2.0 } else { f32::EPSILON as f64 / 2.0 };
                 crate::dispatch_dtype!(dt, T => Data::from_vec(sample::<T>(n, |i| {
                     let u = lo + (1.0 - lo) * unit(i);
-                    let z = if wide { crate::backend::cpu::math::erfinv(u) } else { erfinv_fast(u) };
+                    let z = if wide { erfinv(u) } else { erfinv_fast(u) };
                     T::from_f64(std::f64::consts::SQRT_2 * z)
                 }), shape))
             }
@@ -135,7 +136,6 @@ impl RandomSample {
                 if !dt.is_float() {
                     return Err(bad());
                 }
-                use crate::backend::cpu::math::{erf, erfinv};
                 let s2 = std::f64::consts::SQRT_2;
                 let (a, b) = (erf(lo / s2), erf(hi / s2));
                 crate::dispatch_dtype!(dt, T => Data::from_vec(sample::<T>(n, |i| {
