@@ -20,11 +20,23 @@ impl Spec {
     }
 }
 
+/// Access to a primitive's concrete type (implemented for every primitive), so a transform can
+/// recognise a node kind it treats specially.
+pub trait AsAny {
+    /// `self` as `Any`.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+impl<T: std::any::Any> AsAny for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 /// A node kind of the computation graph.
 ///
 /// Rules are written with ops on [`Array`]s, so every rule is itself differentiable and
 /// batchable: higher-order transforms need no extra code.
-pub trait Primitive: Send + Sync + fmt::Debug + 'static {
+pub trait Primitive: AsAny + Send + Sync + fmt::Debug + 'static {
     /// Name used in error messages and graph dumps.
     fn name(&self) -> String;
 

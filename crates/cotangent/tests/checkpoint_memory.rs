@@ -161,7 +161,9 @@ fn large_checkpointed_chunks_hold_one_node_each_until_evaluated() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut inputs = vec![Array::from_slice(&[0.1f32, -0.2, 0.3, 0.05], &[4])];
     inputs.extend(
-        (0..32).map(|c| Array::from_vec((0..STEPS * 4).map(|i| ((c * 31 + i) as f32 * 0.37).sin()).collect(), &[STEPS, 4])),
+        (0..32).map(|c| {
+            Array::from_vec((0..STEPS * 4).map(|i| ((c * 31 + i) as f32 * 0.37).sin()).collect(), &[STEPS, 4])
+        }),
     );
     inputs.push(Array::from_slice(&[0.9f32, 0.8, 1.1, 0.7], &[4]));
     let (plain_bytes, plain) = graph_bytes(&inputs, false);

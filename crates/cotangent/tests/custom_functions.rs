@@ -606,8 +606,8 @@ fn large_forwards_and_rules_run_lazily_with_exact_results_under_every_transform(
     let xs = rng.array(&[3, 120, 4], -0.5, 0.5);
     let custom = long_custom();
     let g = ct::grad_argnums(move |x: &[Array]| two_chunks(&custom, x), &[1]);
-    let batched = ct::vmap(g.clone(), &[None, Some(0), None], &[Some(0)])(&[a[0].clone(), xs.clone(), a[2].clone()])
-        .unwrap();
+    let batched =
+        ct::vmap(g.clone(), &[None, Some(0), None], &[Some(0)])(&[a[0].clone(), xs.clone(), a[2].clone()]).unwrap();
     for b in 0..3 {
         let xb = xs.slice_axis(0, Some(b), Some(b + 1), 1).squeeze(&[0]);
         let one = g(&[a[0].clone(), xb, a[2].clone()]).unwrap();

@@ -846,3 +846,50 @@ fn shape_vmaps() {
     let g = ct::grad(|x: &[Array]| sq(&x[0].slice(&[1], &[isize::MAX], &[2])).sum_all());
     check_vmap("grad of slice", move |x: &[Array]| g(x).unwrap()[0].clone(), &[x], &[Some(1)]);
 }
+
+#[test]
+fn gradients_of_many_slices_of_one_array() {
+    let mut rng = Lcg(91);
+    // a loop over the rows (disjoint slices, merged into one scatter in reverse mode), with a
+    // nonlinear use per row: d/dx_t of sum_t sum(sin(x_t) * (t+1)) = cos(x_t) * (t+1)
+    let x = rng.array(&[300, 3], -1.0, 1.0);
+    let rows = |a: &[Array]| {
+        (0..300isize)
+            .map(|t| a[0].slice_axis(0, Some(t), Some(t + 1), 1).sin().sum_all() * (t + 1) as f64)
+            .reduce(|s, v| s + v)
+            .unwrap()
+    };
+    let g = ct::grad(rows)(std::slice::from_ref(&x)).unwrap();
+    let xv = common::vals(&x);
+    let want: Vec<f64> = xv.iter().enumerate().map(|(i, v)| v.cos() * (i / 3 + 1) as f64).collect();
+    common::assert_close(&common::vals(&g[0]), &want, 1e-12, "row loop");
+    // overlapping windows (their slices hold more elements than the array, so reverse mode
+    // merges them in several groups), strided and reversed slices, plus a dense use of x
+    let windows = |a: &[Array]| {
+        let x = &a[0];
+        let mut acc = (x * x).sum_all();
+        for s in 0..40isize {
+            acc = acc + x.slice_axis(0, Some(s), Some(s + 8), 1).square().sum_all() * (1.0 + s as f64 / 10.0);
+        }
+        acc + x.slice_axis(0, Some(47), None, -3).exp().sum_all()
+    };
+    check_grads("overlapping windows", windows, &[rng.array(&[48, 2], -1.0, 1.0)]);
+    // vmap of the gradient (the merged scatter's batching rule), batch axis in the middle,
+    // against a loop; and its jvp (forward mode through the scatter) against the hvp identity
+    let small = |a: &[Array]| {
+        (0..6isize).map(|t| a[0].slice_axis(0, Some(t), Some(t + 1), 1).sin().sum_all()).reduce(|s, v| s + v).unwrap()
+    };
+    let xs = rng.array(&[6, 4, 2], -1.0, 1.0);
+    let batched = ct::vmap(ct::grad(small), &[Some(1)], &[Some(1)])(std::slice::from_ref(&xs)).unwrap();
+    for b in 0..4isize {
+        let xb = xs.slice_axis(1, Some(b), Some(b + 1), 1).squeeze(&[1]);
+        let one = ct::grad(small)(&[xb]).unwrap();
+        let row = batched[0].slice_axis(1, Some(b), Some(b + 1), 1).squeeze(&[1]);
+        common::assert_close(&common::vals(&row), &common::vals(&one[0]), 1e-14, "vmap(grad) of slices");
+    }
+    let x0 = rng.array(&[6, 2], -1.0, 1.0);
+    let v = rng.array(&[6, 2], -1.0, 1.0);
+    let (_, hv) = ct::jvp(ct::grad(small), std::slice::from_ref(&x0), std::slice::from_ref(&v)).unwrap();
+    let want: Vec<f64> = common::vals(&x0).iter().zip(common::vals(&v)).map(|(x, v)| -x.sin() * v).collect();
+    common::assert_close(&common::vals(&hv[0]), &want, 1e-14, "jvp(grad) of slices");
+}

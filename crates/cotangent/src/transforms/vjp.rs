@@ -2,6 +2,8 @@
 use super::{call, check_like, make_tracers, traced_by, IntoOutputs};
 use crate::array::{TraceGuard, TraceToken};
 use crate::graph::topo_order;
+use crate::primitive::AsAny;
+use crate::primitives::shape::ScatterSlices;
 use crate::{Array, Error, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +32,7 @@ where
 pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<Array>> {
     let token = &t.guard.0;
     let tracer_ids: std::collections::HashSet<usize> = t.tracers.iter().map(|a| a.node_id()).collect();
-    let mut cots: HashMap<(usize, usize), Array> = HashMap::new();
+    let mut cots: HashMap<(usize, usize), Contributions> = HashMap::new();
     let mut seeded = Vec::new();
     for (o, c) in t.outputs.iter().zip(cotangents) {
         if let Some(c) = c {
@@ -56,7 +58,7 @@ pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<A
         let out_cots: Vec<Array> = keys
             .iter()
             .zip(&siblings)
-            .map(|(k, s)| cots.remove(k).unwrap_or_else(|| crate::ops::zeros_like(s)))
+            .map(|(k, s)| take_total(&mut cots, k).unwrap_or_else(|| crate::ops::zeros_like(s)))
             .collect();
         if prim.stops_gradient() {
             continue;
@@ -90,18 +92,89 @@ pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<A
             accumulate(&mut cots, x.id(), g);
         }
     }
-    Ok(t.tracers.iter().map(|x| cots.remove(&x.id()).unwrap_or_else(|| crate::ops::zeros_like(x))).collect())
+    Ok(t.tracers.iter().map(|x| take_total(&mut cots, &x.id()).unwrap_or_else(|| crate::ops::zeros_like(x))).collect())
 }
 
-fn accumulate(map: &mut HashMap<(usize, usize), Array>, key: (usize, usize), g: Array) {
-    match map.remove(&key) {
-        Some(prev) => {
-            map.insert(key, prev + g);
-        }
-        None => {
-            map.insert(key, g);
+/// The cotangent contributions that reached one array so far: a running sum, and slice
+/// cotangents ([`ScatterSlices`] nodes, one per `x[.., t, ..]` the function took) kept apart so
+/// they become one node that writes every slice's cotangent into one buffer. Summing them
+/// one by one would zero-fill and add a full-size array per slice: quadratic in a loop over
+/// the rows of an array. Pieces are merged early once they hold more elements than the array,
+/// so overlapping slices cannot make them hold more memory than a running sum would.
+#[derive(Default)]
+struct Contributions {
+    sum: Option<Array>,
+    pieces: Vec<Array>,
+    piece_elements: usize,
+}
+
+/// The regions and updates of an unevaluated single-slice-family node, if `g` is one.
+fn scatter_parts(g: &Array) -> Option<(&ScatterSlices, Vec<Array>)> {
+    let prim = g.node.primitive()?;
+    let scatter = AsAny::as_any(prim).downcast_ref::<ScatterSlices>()?;
+    let inputs = g.node.inputs();
+    (!g.is_evaluated() && inputs.len() == scatter.regions.len()).then_some((scatter, inputs))
+}
+
+impl Contributions {
+    fn add(&mut self, g: Array) {
+        if scatter_parts(&g).is_some() {
+            self.piece_elements += g.node.inputs().iter().map(Array::size).sum::<usize>();
+            self.pieces.push(g);
+            if self.piece_elements > self.pieces[0].size() {
+                self.merge_pieces();
+            }
+        } else {
+            self.add_dense(g);
         }
     }
+
+    fn add_dense(&mut self, g: Array) {
+        self.sum = Some(match self.sum.take() {
+            Some(prev) => prev + g,
+            None => g,
+        });
+    }
+
+    fn merge_pieces(&mut self) {
+        let pieces = std::mem::take(&mut self.pieces);
+        self.piece_elements = 0;
+        let merged = match pieces.len() {
+            0 => return,
+            1 => pieces.into_iter().next().expect("one piece"),
+            _ => {
+                let (mut regions, mut updates) = (Vec::new(), Vec::new());
+                for p in &pieces {
+                    match scatter_parts(p) {
+                        Some((scatter, inputs)) => {
+                            regions.extend(scatter.regions.iter().cloned());
+                            updates.extend(inputs);
+                        }
+                        // evaluated meanwhile (its inputs may be released): add it as it is
+                        None => self.add_dense(p.clone()),
+                    }
+                }
+                if updates.is_empty() {
+                    return;
+                }
+                ScatterSlices::apply(pieces[0].shape(), regions, updates)
+            }
+        };
+        self.add_dense(merged);
+    }
+
+    fn total(mut self) -> Option<Array> {
+        self.merge_pieces();
+        self.sum
+    }
+}
+
+fn accumulate(map: &mut HashMap<(usize, usize), Contributions>, key: (usize, usize), g: Array) {
+    map.entry(key).or_default().add(g);
+}
+
+fn take_total(map: &mut HashMap<(usize, usize), Contributions>, key: &(usize, usize)) -> Option<Array> {
+    map.remove(key).and_then(Contributions::total)
 }
 
 /// Vector-Jacobian product: the outputs of `f(primals)` and the cotangents of `primals` given

@@ -39,7 +39,12 @@ where
     move |args: &[Array]| vmap_call(&*f, &in_axes, &out_axes, args)
 }
 
-pub(crate) fn vmap_call<F, O>(f: &F, in_axes: &[Option<isize>], out_axes: &[Option<isize>], args: &[Array]) -> Result<Vec<Array>>
+pub(crate) fn vmap_call<F, O>(
+    f: &F,
+    in_axes: &[Option<isize>],
+    out_axes: &[Option<isize>],
+    args: &[Array],
+) -> Result<Vec<Array>>
 where
     F: Fn(&[Array]) -> O + ?Sized,
     O: IntoOutputs,

@@ -46,3 +46,28 @@ pub fn scatter_strided<T: BufferElement>(
         }
     });
 }
+
+/// Add the elements of `src` (a strided view of shape `shape`) into `out` at the positions
+/// `out_offset + Σ i_k · out_strides[k]` (strides may be negative).
+pub fn scatter_add_strided<T: BufferElement + std::ops::Add<Output = T>>(
+    out: &mut [T],
+    out_offset: isize,
+    out_strides: &[isize],
+    src: &Data,
+    shape: &[usize],
+) {
+    let s = src.buf.as_slice::<T>();
+    for_each_row(shape, [out_strides, &src.strides], [out_offset, src.offset as isize], |[o, i], n, [so, si]| {
+        if so == 1 && si == 1 {
+            let (o, i) = (o as usize, i as usize);
+            for (y, &x) in out[o..o + n].iter_mut().zip(&s[i..i + n]) {
+                *y = *y + x;
+            }
+        } else {
+            for k in 0..n as isize {
+                let y = &mut out[(o + k * so) as usize];
+                *y = *y + s[(i + k * si) as usize];
+            }
+        }
+    });
+}
