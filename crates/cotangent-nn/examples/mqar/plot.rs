@@ -17,7 +17,7 @@ struct Panel<'a> {
     y_label: &'a str,
     y_max: f64,
     color: RGBColor,
-    /// Dots at the data points (for sparse curves such as evaluations).
+    /// A sparse curve (evaluations): a thicker line, and dots at the data points.
     dots: bool,
     /// Horizontal reference lines with a label, such as the 99 % target.
     marks: &'a [(f64, &'a str)],
@@ -74,7 +74,8 @@ fn draw_panel(area: &DrawingArea<BitMapBackend, Shift>, p: &Panel, steps: usize)
     for &(y, _) in p.marks {
         chart.draw_series([PathElement::new([(0, y), (steps, y)], GREY)])?;
     }
-    chart.draw_series(LineSeries::new(p.data.iter().copied(), p.color.stroke_width(2)))?;
+    let stroke = if p.dots { 2 } else { 1 };
+    chart.draw_series(LineSeries::new(p.data.iter().copied(), p.color.stroke_width(stroke)))?;
     if p.dots {
         chart.draw_series(p.data.iter().map(|&xy| Circle::new(xy, 3, p.color.filled())))?;
     }
