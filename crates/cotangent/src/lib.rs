@@ -50,6 +50,8 @@ pub mod shape;
 pub mod transforms;
 
 pub use array::{eval, Array};
+#[doc(hidden)]
+pub use array::__buffer_donations;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::*;
