@@ -49,9 +49,9 @@ pub mod primitives;
 pub mod shape;
 pub mod transforms;
 
-pub use array::{eval, Array};
 #[doc(hidden)]
 pub use array::__buffer_donations;
+pub use array::{eval, Array};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::*;

@@ -64,7 +64,9 @@ fn check_float_chain(dtype: DType, n: usize, tol: f64) {
     let e = &d - 1.0;
     let f = e.tanh();
     let y3 = &f / 2.0;
-    let (_, donated) = donations(|| ct::eval(&[a.clone(), b.clone(), c.clone(), d.clone(), e.clone(), f.clone(), y3.clone()]).unwrap());
+    let (_, donated) = donations(|| {
+        ct::eval(&[a.clone(), b.clone(), c.clone(), d.clone(), e.clone(), f.clone(), y3.clone()]).unwrap()
+    });
     assert_eq!(donated, 0, "{dtype}: held intermediates must not be donated");
 
     let bits = |a: &Array| a.astype(DType::F64).to_vec::<f64>().unwrap();

@@ -2,7 +2,9 @@
 //! enum. Both inputs have the same dtype (the ops layer promotes); shapes broadcast inside the
 //! kernel, so no broadcast node is needed, and the VJP sums cotangents back to each input's shape.
 use crate::backend::cpu::buffer::BufferElement;
-use crate::backend::cpu::elementwise::{binary_apply, binary_map, convert_into, dense, select_apply, unary_map, Operand};
+use crate::backend::cpu::elementwise::{
+    binary_apply, binary_map, convert_into, dense, select_apply, unary_map, Operand,
+};
 use crate::backend::cpu::math::Float;
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
@@ -249,7 +251,12 @@ fn widen<H: BufferElement>(d: &Data, shape: &[usize], to: impl Fn(H) -> f32 + Sy
 
 /// An `f32` result converted back to half precision, into `dst` when it is an owned buffer that
 /// fits (comparisons' bool results pass through).
-fn narrow<H: BufferElement>(d: Data, shape: &[usize], dst: Option<Operand>, from: impl Fn(f32) -> H + Sync + Send) -> Data {
+fn narrow<H: BufferElement>(
+    d: Data,
+    shape: &[usize],
+    dst: Option<Operand>,
+    from: impl Fn(f32) -> H + Sync + Send,
+) -> Data {
     match d.buf.dtype() {
         DType::F32 => convert_into::<f32, H>(&d, shape, dst, from),
         _ => d,
@@ -477,7 +484,13 @@ impl Primitive for Select {
             Some(d) => Operand::Owned(d),
             None => Operand::View(b.computed_data()?),
         };
-        Ok(vec![select_kernel((c.computed_data()?, c.shape()), (ia, a.shape()), (ib, b.shape()), a.dtype(), &out.shape)])
+        Ok(vec![select_kernel(
+            (c.computed_data()?, c.shape()),
+            (ia, a.shape()),
+            (ib, b.shape()),
+            a.dtype(),
+            &out.shape,
+        )])
     }
     fn vjp(
         &self,

@@ -325,7 +325,9 @@ pub fn binary_apply<T: BufferElement>(
     let b = if crate::shape::numel(b_shape) == n { b.donated::<T>(b_shape) } else { Err(b) };
     match b {
         Ok(mut d) => {
-            zip_in_place(d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape, out_shape, |y, x| f(x, y));
+            zip_in_place(d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape, out_shape, |y, x| {
+                f(x, y)
+            });
             dense(d, out_shape)
         }
         Err(b) => Data::from_vec(binary_map::<T, T>(a.data(), a_shape, b.data(), b_shape, out_shape, f), out_shape),
@@ -377,15 +379,17 @@ pub fn select_apply<T: BufferElement>(
             pick(false, d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape);
             dense(d, out_shape)
         }
-        Err(b) => Data::from_vec(
-            ternary_map::<bool, T, T>(cond, (a.data(), a_shape), (b.data(), b_shape), out_shape, |c, x, y| {
-                if c {
-                    x
-                } else {
-                    y
-                }
-            }),
-            out_shape,
-        ),
+        Err(b) => {
+            Data::from_vec(
+                ternary_map::<bool, T, T>(cond, (a.data(), a_shape), (b.data(), b_shape), out_shape, |c, x, y| {
+                    if c {
+                        x
+                    } else {
+                        y
+                    }
+                }),
+                out_shape,
+            )
+        }
     }
 }
