@@ -278,6 +278,46 @@ impl Array {
     pub(crate) fn node_id(&self) -> usize {
         Arc::as_ptr(&self.node) as *const u8 as usize
     }
+    // ----- buffer donation -----------------------------------------------------------------
+
+    /// Takes this array's computed data out of its node so an element-wise kernel can write its
+    /// result into the buffer (buffer donation), when nothing else can observe it:
+    /// - this handle is the only reference to the node (no user `Array`, sibling output,
+    ///   consumer or evaluation tape holds it; `Arc::get_mut` checks this atomically, so a
+    ///   clone held by another thread prevents it),
+    /// - the data has `dtype` and `len` elements, is a dense row-major view starting at offset
+    ///   0 and covering its whole buffer (views — broadcast, transposed, sliced — are never
+    ///   taken), and no other `Data` (a view node's output) shares the buffer.
+    ///
+    /// The node is left without data: it is unreachable except through `self`, which the
+    /// caller drops (do not read it again). `None` leaves everything as it was.
+    pub(crate) fn take_unique_data(&mut self, dtype: DType, len: usize) -> Option<Data> {
+        let index = self.index;
+        let node = Arc::get_mut(&mut self.node)?;
+        let spec = &node.specs[index];
+        if spec.dtype != dtype || crate::shape::numel(&spec.shape) != len {
+            return None;
+        }
+        match node.data.get() {
+            Some(Ok(d)) if d[index].is_reusable(&spec.shape) => {}
+            _ => return None,
+        }
+        let data = match node.data.take() {
+            Some(Ok(datas)) => datas.into_iter().nth(index)?,
+            _ => return None,
+        };
+        DONATIONS.with(|c| c.set(c.get() + 1));
+        Some(data)
+    }
+
+    /// Address of the first element of this array's buffer (evaluates first), for tests that
+    /// check whether a kernel wrote its result into an input's buffer. Not a stable API.
+    #[doc(hidden)]
+    pub fn __buffer_addr(&self) -> Result<usize> {
+        let d = self.data()?;
+        Ok(crate::dispatch_dtype!(d.buf.dtype(), T => d.buf.as_slice::<T>().as_ptr() as usize))
+    }
+
     // ----- evaluation and reading ---------------------------------------------------------
 
     /// Compute this array (and everything it depends on that is not computed yet).
@@ -355,4 +395,17 @@ impl fmt::Debug for Array {
 /// Evaluate several arrays together (shared work is done once).
 pub fn eval(arrays: &[Array]) -> Result<()> {
     crate::graph::eval(arrays)
+}
+
+thread_local! {
+    /// Buffers taken for donation by evaluations on this thread (see
+    /// [`Array::take_unique_data`]); evaluation runs on the thread that calls `eval`.
+    static DONATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many input buffers evaluations on the calling thread have handed to element-wise
+/// kernels to overwrite (buffer donation), for tests. Not a stable API.
+#[doc(hidden)]
+pub fn __buffer_donations() -> usize {
+    DONATIONS.with(|c| c.get())
 }

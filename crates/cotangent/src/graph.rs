@@ -4,6 +4,9 @@
 //! node once even when several threads evaluate overlapping graphs (each node's result sits in a
 //! `OnceLock`), and releases a node's inputs as soon as it is computed so intermediate buffers
 //! are freed once their last consumer ran — except for nodes a transform is tracing through.
+//! A node that does not keep its inputs hands them to its primitive by ownership
+//! (`Primitive::eval_cpu_owned`), so an element-wise kernel can write its output into the buffer
+//! of an input that nothing else references (buffer donation).
 use crate::array::{Node, NodeKind};
 use crate::{Array, Error, Result};
 use smallvec::SmallVec;
@@ -71,7 +74,7 @@ fn compute(node: &Arc<Node>) {
         return;
     }
     node.data.get_or_init(|| {
-        let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
         match &node.kind {
             NodeKind::Leaf => Err(Error::Eval("leaf without data".into())),
             NodeKind::Placeholder => Err(Error::Transform(
@@ -83,7 +86,16 @@ fn compute(node: &Arc<Node>) {
                 for inp in inputs.iter() {
                     inp.computed_data()?;
                 }
-                let out = prim.eval_cpu(&inputs, &node.specs)?;
+                let out = if node.keeps_inputs() {
+                    prim.eval_cpu(&inputs, &node.specs)?
+                } else {
+                    // The node lets go of its inputs now rather than after the kernel, and hands
+                    // them over, so an input referenced by nothing else can donate its buffer
+                    // to the output (and is freed as soon as the kernel is done with it).
+                    let owned = std::mem::take(&mut *inputs);
+                    drop(inputs);
+                    prim.eval_cpu_owned(owned, &node.specs)?
+                };
                 if out.len() != node.specs.len() {
                     return Err(Error::Eval(format!(
                         "{} produced {} outputs, expected {}",

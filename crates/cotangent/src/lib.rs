@@ -49,6 +49,8 @@ pub mod primitives;
 pub mod shape;
 pub mod transforms;
 
+#[doc(hidden)]
+pub use array::__buffer_donations;
 pub use array::{eval, Array};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

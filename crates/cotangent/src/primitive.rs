@@ -44,6 +44,15 @@ pub trait Primitive: AsAny + Send + Sync + fmt::Debug + 'static {
     /// shape and dtype of each result.
     fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>>;
 
+    /// [`eval_cpu`](Primitive::eval_cpu) with the inputs handed over by ownership, called when
+    /// the node does not keep its inputs after evaluation (no transform is tracing through it).
+    /// A kernel may then write its output into an input's buffer when nobody else can observe
+    /// it (`Array::take_unique_data` decides; element-wise primitives do this). The default
+    /// borrows the inputs and calls `eval_cpu`.
+    fn eval_cpu_owned(&self, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
+        self.eval_cpu(&inputs, outputs)
+    }
+
     /// Reverse-mode rule: cotangents of the inputs listed in `argnums`, in that order, given the
     /// cotangents of every output (zeros where an output received none) and the outputs.
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>>;

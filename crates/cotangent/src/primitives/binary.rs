@@ -2,7 +2,9 @@
 //! enum. Both inputs have the same dtype (the ops layer promotes); shapes broadcast inside the
 //! kernel, so no broadcast node is needed, and the VJP sums cotangents back to each input's shape.
 use crate::backend::cpu::buffer::BufferElement;
-use crate::backend::cpu::elementwise::{binary_map, unary_map};
+use crate::backend::cpu::elementwise::{
+    binary_apply, binary_map, convert_into, dense, select_apply, unary_map, Operand,
+};
 use crate::backend::cpu::math::Float;
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
@@ -75,18 +77,18 @@ impl BinaryOp {
 #[derive(Debug, Clone, Copy)]
 pub struct Binary(pub BinaryOp);
 
-type In<'a> = (&'a Data, &'a [usize]);
+type In<'a> = (Operand<'a>, &'a [usize]);
 
 fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
     use BinaryOp::*;
     macro_rules! m {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, T>(a.0, a.1, b.0, b.1, out, $f), out)
+            binary_apply::<T>(a, b, out, $f)
         };
     }
     macro_rules! c {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f), out)
         };
     }
     match op {
@@ -192,12 +194,12 @@ fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<
     use BinaryOp::*;
     macro_rules! m {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, T>(a.0, a.1, b.0, b.1, out, $f), out)
+            binary_apply::<T>(a, b, out, $f)
         };
     }
     macro_rules! c {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f), out)
         };
     }
     Ok(match op {
@@ -227,7 +229,7 @@ fn bool_kernel(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
     use BinaryOp::*;
     macro_rules! c {
         ($f:expr) => {
-            Data::from_vec(binary_map::<bool, bool>(a.0, a.1, b.0, b.1, out, $f), out)
+            binary_apply::<bool>(a, b, out, $f)
         };
     }
     Ok(match op {
@@ -247,11 +249,57 @@ fn widen<H: BufferElement>(d: &Data, shape: &[usize], to: impl Fn(H) -> f32 + Sy
     Data::from_vec(unary_map::<H, f32>(d, shape, to), shape)
 }
 
-fn narrow<H: BufferElement>(d: Data, shape: &[usize], from: impl Fn(f32) -> H + Sync + Send) -> Data {
+/// An `f32` result converted back to half precision, into `dst` when it is an owned buffer that
+/// fits (comparisons' bool results pass through).
+fn narrow<H: BufferElement>(
+    d: Data,
+    shape: &[usize],
+    dst: Option<Operand>,
+    from: impl Fn(f32) -> H + Sync + Send,
+) -> Data {
     match d.buf.dtype() {
-        DType::F32 => Data::from_vec(unary_map::<f32, H>(&d, shape, from), shape),
+        DType::F32 => convert_into::<f32, H>(&d, shape, dst, from),
         _ => d,
     }
+}
+
+impl Binary {
+    /// The kernel; `a` or `b` may be an owned buffer (only offered when the output has the
+    /// inputs' dtype and that input has the output's size) that receives the result.
+    fn run(&self, a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
+        let op = self.0;
+        Ok(match dtype {
+            DType::F32 => float_kernel::<f32>(op, a, b, out),
+            DType::F64 => float_kernel::<f64>(op, a, b, out),
+            DType::F16 => half::<f16>(op, a, b, out, f16::to_f32, f16::from_f32),
+            DType::BF16 => half::<bf16>(op, a, b, out, bf16::to_f32, bf16::from_f32),
+            DType::U8 => int_kernel::<u8>(op, a, b, out)?,
+            DType::U32 => int_kernel::<u32>(op, a, b, out)?,
+            DType::I32 => int_kernel::<i32>(op, a, b, out)?,
+            DType::I64 => int_kernel::<i64>(op, a, b, out)?,
+            DType::Bool => bool_kernel(op, a, b, out)?,
+        })
+    }
+}
+
+/// A half-precision binary op computed in `f32`: the `f32` kernel overwrites the widened
+/// first input when it has the output's size, and the result is narrowed into an owned input.
+fn half<H: BufferElement>(
+    op: BinaryOp,
+    a: In,
+    b: In,
+    out: &[usize],
+    to: impl Fn(H) -> f32 + Sync + Send + Copy,
+    from: impl Fn(f32) -> H + Sync + Send,
+) -> Data {
+    let (wa, wb) = (widen::<H>(a.0.data(), a.1, to), widen::<H>(b.0.data(), b.1, to));
+    let r = float_kernel::<f32>(op, (Operand::Owned(wa), a.1), (Operand::View(&wb), b.1), out);
+    let dst = match (a.0, b.0) {
+        (Operand::Owned(d), _) if crate::shape::numel(a.1) == crate::shape::numel(out) => Some(dense(d, out)),
+        (_, Operand::Owned(d)) if crate::shape::numel(b.1) == crate::shape::numel(out) => Some(dense(d, out)),
+        _ => None,
+    };
+    narrow::<H>(r, out, dst.map(Operand::Owned), from)
 }
 
 impl Primitive for Binary {
@@ -262,27 +310,34 @@ impl Primitive for Binary {
     fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let (da, db) = (a.computed_data()?, b.computed_data()?);
-        let out = &outputs[0].shape[..];
-        let op = self.0;
-        let (ia, ib) = ((da, a.shape()), (db, b.shape()));
-        let r = match a.dtype() {
-            DType::F32 => float_kernel::<f32>(op, ia, ib, out),
-            DType::F64 => float_kernel::<f64>(op, ia, ib, out),
-            DType::F16 => {
-                let (wa, wb) = (widen::<f16>(da, a.shape(), f16::to_f32), widen::<f16>(db, b.shape(), f16::to_f32));
-                narrow::<f16>(float_kernel::<f32>(op, (&wa, a.shape()), (&wb, b.shape()), out), out, f16::from_f32)
-            }
-            DType::BF16 => {
-                let (wa, wb) = (widen::<bf16>(da, a.shape(), bf16::to_f32), widen::<bf16>(db, b.shape(), bf16::to_f32));
-                narrow::<bf16>(float_kernel::<f32>(op, (&wa, a.shape()), (&wb, b.shape()), out), out, bf16::from_f32)
-            }
-            DType::U8 => int_kernel::<u8>(op, ia, ib, out)?,
-            DType::U32 => int_kernel::<u32>(op, ia, ib, out)?,
-            DType::I32 => int_kernel::<i32>(op, ia, ib, out)?,
-            DType::I64 => int_kernel::<i64>(op, ia, ib, out)?,
-            DType::Bool => bool_kernel(op, ia, ib, out)?,
+        let ia = (Operand::View(da), a.shape());
+        let ib = (Operand::View(db), b.shape());
+        Ok(vec![self.run(ia, ib, a.dtype(), &outputs[0].shape)?])
+    }
+
+    fn eval_cpu_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
+        let out = &outputs[0];
+        let n = crate::shape::numel(&out.shape);
+        // At most one input gives its buffer; the first that can.
+        let (mut da, mut db) = (None, None);
+        if let Some(d) = inputs[0].take_unique_data(out.dtype, n) {
+            da = Some(d);
+        } else if let Some(d) = inputs[1].take_unique_data(out.dtype, n) {
+            db = Some(d);
+        }
+        if da.is_none() && db.is_none() {
+            return self.eval_cpu(&inputs, outputs);
+        }
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let ia = match da {
+            Some(d) => Operand::Owned(d),
+            None => Operand::View(a.computed_data()?),
         };
-        Ok(vec![r])
+        let ib = match db {
+            Some(d) => Operand::Owned(d),
+            None => Operand::View(b.computed_data()?),
+        };
+        Ok(vec![self.run((ia, a.shape()), (ib, b.shape()), a.dtype(), &out.shape)?])
     }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
@@ -385,6 +440,10 @@ fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<
     })
 }
 
+fn select_kernel(cond: (&Data, &[usize]), a: In, b: In, dtype: DType, out: &[usize]) -> Data {
+    crate::dispatch_dtype!(dtype, T => select_apply::<T>(cond, a, b, out))
+}
+
 /// `where(cond, a, b)` with broadcasting; `cond` is bool, `a` and `b` share a dtype.
 #[derive(Debug, Clone, Copy)]
 pub struct Select;
@@ -395,14 +454,43 @@ impl Primitive for Select {
     }
     fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
         let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
-        let out = &outputs[0].shape[..];
         let (dc, da, db) = (c.computed_data()?, a.computed_data()?, b.computed_data()?);
-        let r = crate::dispatch_dtype!(a.dtype(), T => Data::from_vec(
-            crate::backend::cpu::elementwise::ternary_map::<bool, T, T>(
-                (dc, c.shape()), (da, a.shape()), (db, b.shape()), out,
-                |c, x, y| if c { x } else { y }),
-            out));
-        Ok(vec![r])
+        Ok(vec![select_kernel(
+            (dc, c.shape()),
+            (Operand::View(da), a.shape()),
+            (Operand::View(db), b.shape()),
+            a.dtype(),
+            &outputs[0].shape,
+        )])
+    }
+    fn eval_cpu_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
+        let out = &outputs[0];
+        let n = crate::shape::numel(&out.shape);
+        let (mut da, mut db) = (None, None);
+        if let Some(d) = inputs[1].take_unique_data(out.dtype, n) {
+            da = Some(d);
+        } else if let Some(d) = inputs[2].take_unique_data(out.dtype, n) {
+            db = Some(d);
+        }
+        if da.is_none() && db.is_none() {
+            return self.eval_cpu(&inputs, outputs);
+        }
+        let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
+        let ia = match da {
+            Some(d) => Operand::Owned(d),
+            None => Operand::View(a.computed_data()?),
+        };
+        let ib = match db {
+            Some(d) => Operand::Owned(d),
+            None => Operand::View(b.computed_data()?),
+        };
+        Ok(vec![select_kernel(
+            (c.computed_data()?, c.shape()),
+            (ia, a.shape()),
+            (ib, b.shape()),
+            a.dtype(),
+            &out.shape,
+        )])
     }
     fn vjp(
         &self,

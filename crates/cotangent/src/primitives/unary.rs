@@ -1,6 +1,6 @@
 //! Element-wise unary primitives: one [`Unary`] primitive with an op enum.
 use crate::backend::cpu::buffer::BufferElement;
-use crate::backend::cpu::elementwise::unary_map;
+use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_map, Operand};
 use crate::backend::cpu::math::{erf, erfinv, Float};
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
@@ -95,11 +95,11 @@ impl UnaryOp {
 #[derive(Debug, Clone, Copy)]
 pub struct Unary(pub UnaryOp);
 
-fn float_kernel<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Vec<T> {
+fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
     use UnaryOp::*;
     macro_rules! m {
         ($f:expr) => {
-            unary_map::<T, T>(x, shape, $f)
+            unary_apply::<T>(x, shape, $f)
         };
     }
     match op {
@@ -154,17 +154,17 @@ fn float_predicate<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Vec<bool
 }
 
 /// Integer kernels for the ops that are defined on integers.
-fn int_kernel<T>(op: UnaryOp, x: &Data, shape: &[usize]) -> Result<Vec<T>>
+fn int_kernel<T>(op: UnaryOp, x: Operand, shape: &[usize]) -> Result<Data>
 where
     T: BufferElement + num_like::Int,
 {
     use UnaryOp::*;
     Ok(match op {
-        Neg => unary_map::<T, T>(x, shape, |v| v.wrapping_neg()),
-        Abs => unary_map::<T, T>(x, shape, |v| v.abs_int()),
-        Sign => unary_map::<T, T>(x, shape, |v| v.sign_int()),
-        Square => unary_map::<T, T>(x, shape, |v| v.wrapping_mul(v)),
-        Floor | Ceil | Round => unary_map::<T, T>(x, shape, |v| v),
+        Neg => unary_apply::<T>(x, shape, |v| v.wrapping_neg()),
+        Abs => unary_apply::<T>(x, shape, |v| v.abs_int()),
+        Sign => unary_apply::<T>(x, shape, |v| v.sign_int()),
+        Square => unary_apply::<T>(x, shape, |v| v.wrapping_mul(v)),
+        Floor | Ceil | Round => unary_apply::<T>(x, shape, |v| v),
         _ => return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE))),
     })
 }
@@ -198,34 +198,31 @@ pub(crate) mod num_like {
     unsigned!(u8, u32);
 }
 
-/// Run an `f32` kernel on a half-precision input and convert back.
+/// Run an `f32` kernel on a half-precision input and convert back. The kernel overwrites the
+/// widened copy; the result goes into the input's buffer when it is owned (donated).
 fn via_f32<H: BufferElement>(
-    x: &Data,
+    x: Operand,
     shape: &[usize],
     to: impl Fn(H) -> f32 + Sync + Send,
     from: impl Fn(f32) -> H + Sync + Send,
-    k: impl FnOnce(&Data, &[usize]) -> Vec<f32>,
-) -> Vec<H> {
-    let wide = Data::from_vec(unary_map::<H, f32>(x, shape, to), shape);
-    let r = k(&wide, shape);
-    r.into_iter().map(from).collect()
+    k: impl FnOnce(Operand, &[usize]) -> Data,
+) -> Data {
+    let wide = Data::from_vec(unary_map::<H, f32>(x.data(), shape, to), shape);
+    let r = k(Operand::Owned(wide), shape);
+    convert_into::<f32, H>(&r, shape, Some(x), from)
 }
 
-impl Primitive for Unary {
-    fn name(&self) -> String {
-        self.0.name().to_string()
-    }
-
-    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
-        let x = &inputs[0];
-        let d = x.computed_data()?;
-        let shape = x.shape();
+impl Unary {
+    /// The kernel on an input of `shape` and `dtype`, written into the input's buffer when it
+    /// is owned (only offered when the output has the input's dtype).
+    fn run(&self, x: Operand, shape: &[usize], dtype: DType, outputs: &[Spec]) -> Result<Data> {
         let op = self.0;
         let out_shape = &outputs[0].shape;
-        let buf = if op == UnaryOp::LogicalNot {
-            Data::from_vec(unary_map::<bool, bool>(d, shape, |v| !v), out_shape)
+        let d = x.data();
+        Ok(if op == UnaryOp::LogicalNot {
+            unary_apply::<bool>(x, out_shape, |v| !v)
         } else if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
-            let v = match x.dtype() {
+            let v = match dtype {
                 DType::F32 => float_predicate::<f32>(op, d, shape),
                 DType::F64 => float_predicate::<f64>(op, d, shape),
                 DType::F16 => {
@@ -242,29 +239,46 @@ impl Primitive for Unary {
                         |v| if op == UnaryOp::IsNan { v.is_nan() } else { v.is_infinite() },
                     )
                 }
-                _ => vec![false; x.size()],
+                _ => vec![false; crate::shape::numel(shape)],
             };
             Data::from_vec(v, out_shape)
         } else {
-            match x.dtype() {
-                DType::F32 => Data::from_vec(float_kernel::<f32>(op, d, shape), out_shape),
-                DType::F64 => Data::from_vec(float_kernel::<f64>(op, d, shape), out_shape),
-                DType::F16 => Data::from_vec(
-                    via_f32::<f16>(d, shape, f16::to_f32, f16::from_f32, |w, s| float_kernel::<f32>(op, w, s)),
-                    out_shape,
-                ),
-                DType::BF16 => Data::from_vec(
-                    via_f32::<bf16>(d, shape, bf16::to_f32, bf16::from_f32, |w, s| float_kernel::<f32>(op, w, s)),
-                    out_shape,
-                ),
-                DType::U8 => Data::from_vec(int_kernel::<u8>(op, d, shape)?, out_shape),
-                DType::U32 => Data::from_vec(int_kernel::<u32>(op, d, shape)?, out_shape),
-                DType::I32 => Data::from_vec(int_kernel::<i32>(op, d, shape)?, out_shape),
-                DType::I64 => Data::from_vec(int_kernel::<i64>(op, d, shape)?, out_shape),
+            match dtype {
+                DType::F32 => float_kernel::<f32>(op, x, shape),
+                DType::F64 => float_kernel::<f64>(op, x, shape),
+                DType::F16 => {
+                    via_f32::<f16>(x, shape, f16::to_f32, f16::from_f32, |w, s| float_kernel::<f32>(op, w, s))
+                }
+                DType::BF16 => {
+                    via_f32::<bf16>(x, shape, bf16::to_f32, bf16::from_f32, |w, s| float_kernel::<f32>(op, w, s))
+                }
+                DType::U8 => int_kernel::<u8>(op, x, shape)?,
+                DType::U32 => int_kernel::<u32>(op, x, shape)?,
+                DType::I32 => int_kernel::<i32>(op, x, shape)?,
+                DType::I64 => int_kernel::<i64>(op, x, shape)?,
                 DType::Bool => return Err(Error::Eval(format!("{} is not defined for bool", op.name()))),
             }
-        };
-        Ok(vec![buf])
+        })
+    }
+}
+
+impl Primitive for Unary {
+    fn name(&self) -> String {
+        self.0.name().to_string()
+    }
+
+    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let x = &inputs[0];
+        Ok(vec![self.run(Operand::View(x.computed_data()?), x.shape(), x.dtype(), outputs)?])
+    }
+
+    fn eval_cpu_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
+        let out = &outputs[0];
+        let x = &mut inputs[0];
+        match x.take_unique_data(out.dtype, crate::shape::numel(&out.shape)) {
+            Some(d) => Ok(vec![self.run(Operand::Owned(d), x.shape(), x.dtype(), outputs)?]),
+            None => self.eval_cpu(&inputs, outputs),
+        }
     }
 
     fn vjp(

@@ -35,6 +35,8 @@ pub trait BufferElement: Element {
     fn slice(b: &Buffer) -> Option<&[Self]>;
     /// Take the vector back if the buffer holds this type.
     fn take(b: Buffer) -> Option<Vec<Self>>;
+    /// Borrow the elements mutably if the buffer holds this type.
+    fn slice_mut(b: &mut Buffer) -> Option<&mut [Self]>;
 }
 
 macro_rules! impl_buffer_element {
@@ -45,6 +47,9 @@ macro_rules! impl_buffer_element {
                 if let Buffer::$v(v) = b { Some(v) } else { None }
             }
             #[inline] fn take(b: Buffer) -> Option<Vec<Self>> {
+                if let Buffer::$v(v) = b { Some(v) } else { None }
+            }
+            #[inline] fn slice_mut(b: &mut Buffer) -> Option<&mut [Self]> {
                 if let Buffer::$v(v) = b { Some(v) } else { None }
             }
         }
@@ -146,5 +151,16 @@ impl Data {
             && Arc::strong_count(&self.buf) == 1
             && self.buf.len() == crate::shape::numel(shape)
             && self.is_contiguous(shape)
+    }
+    /// The elements of a dense view covering its whole buffer, mutably, when this `Data` is the
+    /// buffer's only owner (`None` otherwise, or on a dtype mismatch). The exclusive borrow
+    /// of the only `Arc` is what makes writing sound: nobody else can read the buffer.
+    pub fn unique_slice_mut<T: BufferElement>(&mut self, shape: &[usize]) -> Option<&mut [T]> {
+        if self.offset != 0 || !self.is_contiguous(shape) {
+            return None;
+        }
+        let n = crate::shape::numel(shape);
+        let s = T::slice_mut(Arc::get_mut(&mut self.buf)?)?;
+        (s.len() == n).then_some(s)
     }
 }

@@ -147,3 +147,249 @@ pub fn ternary_map<A: BufferElement, T: BufferElement, U: BufferElement>(
     );
     out
 }
+
+// ----- buffer donation ----------------------------------------------------------------------
+
+/// An input of an element-wise kernel: a borrowed view of a computed array, or a buffer handed
+/// over by an input that nothing else references (`Array::take_unique_data`), which the kernel
+/// may overwrite with its result instead of allocating one.
+#[derive(Debug)]
+pub enum Operand<'a> {
+    /// A view the kernel only reads.
+    View(&'a Data),
+    /// A dense buffer the kernel owns. If it turns out not to fit the output (other dtype or
+    /// length, or shared after all), the kernels read it like a view.
+    Owned(Data),
+}
+
+impl Operand<'_> {
+    /// The data, to read.
+    #[inline]
+    pub fn data(&self) -> &Data {
+        match self {
+            Operand::View(d) => d,
+            Operand::Owned(d) => d,
+        }
+    }
+    /// The buffer, if it is owned and can hold an output of `shape` with elements of type `T`.
+    fn donated<T: BufferElement>(self, shape: &[usize]) -> Result<Data, Self> {
+        match self {
+            Operand::Owned(mut d) => {
+                if d.unique_slice_mut::<T>(shape).is_some() {
+                    Ok(d)
+                } else {
+                    Err(Operand::Owned(d))
+                }
+            }
+            view => Err(view),
+        }
+    }
+}
+
+/// `d`, a dense view of its whole buffer, as a dense row-major view of `shape` (same element
+/// count; e.g. an input of shape `[4]` of an output of shape `[1, 4]`).
+pub fn dense(mut d: Data, shape: &[usize]) -> Data {
+    d.strides = crate::shape::contiguous_strides(shape);
+    d.offset = 0;
+    d
+}
+
+/// `v[i] = f(v[i])`, in parallel for large slices.
+#[inline]
+pub fn map_in_place<T: Copy + Send + Sync>(v: &mut [T], f: impl Fn(T) -> T + Sync + Send) {
+    if v.len() >= PARALLEL_THRESHOLD {
+        v.par_chunks_mut(CHUNK).for_each(|c| c.iter_mut().for_each(|x| *x = f(*x)));
+    } else {
+        v.iter_mut().for_each(|x| *x = f(*x));
+    }
+}
+
+/// `dst[i] = f(src[i])` for a view `src` of `shape` (row-major order) and a dense `dst`.
+pub fn map_into<S: BufferElement, U: Copy + Send + Sync>(
+    src: &Data,
+    shape: &[usize],
+    dst: &mut [U],
+    f: impl Fn(S) -> U + Sync + Send,
+) {
+    if let Some(s) = src.contiguous_slice::<S>(shape) {
+        if s.len() >= PARALLEL_THRESHOLD {
+            dst.par_chunks_mut(CHUNK).zip(s.par_chunks(CHUNK)).for_each(|(o, s)| {
+                o.iter_mut().zip(s).for_each(|(o, &s)| *o = f(s));
+            });
+        } else {
+            dst.iter_mut().zip(s).for_each(|(o, &s)| *o = f(s));
+        }
+        return;
+    }
+    let xs = src.buf.as_slice::<S>();
+    let mut i = 0;
+    for_each_row(shape, [&src.strides], [src.offset as isize], |[o], n, [s]| {
+        for (k, d) in dst[i..i + n].iter_mut().enumerate() {
+            *d = f(xs[(o + k as isize * s) as usize]);
+        }
+        i += n;
+    });
+}
+
+/// `f` applied to every element of `x` (shape `shape`); the result is written into `x`'s buffer
+/// when it is owned (donated), else into a new one.
+pub fn unary_apply<T: BufferElement>(x: Operand, shape: &[usize], f: impl Fn(T) -> T + Sync + Send) -> Data {
+    match x.donated::<T>(shape) {
+        Ok(mut d) => {
+            map_in_place(d.unique_slice_mut::<T>(shape).expect("checked by donated"), f);
+            dense(d, shape)
+        }
+        Err(x) => Data::from_vec(unary_map::<T, T>(x.data(), shape, f), shape),
+    }
+}
+
+/// `f` of every element of `src` (shape `shape`, type `S`), written into `dst` when it is an
+/// owned buffer of type `U` that fits, else into a new buffer (a conversion, e.g. f32 → f16).
+pub fn convert_into<S: BufferElement, U: BufferElement>(
+    src: &Data,
+    shape: &[usize],
+    dst: Option<Operand>,
+    f: impl Fn(S) -> U + Sync + Send,
+) -> Data {
+    if let Some(Ok(mut d)) = dst.map(|d| d.donated::<U>(shape)) {
+        map_into(src, shape, d.unique_slice_mut::<U>(shape).expect("checked by donated"), f);
+        return dense(d, shape);
+    }
+    Data::from_vec(unary_map::<S, U>(src, shape, f), shape)
+}
+
+/// `dst[i] = f(dst[i], other[i])` for a dense `dst` of `out_shape` and a view `other` of
+/// `other_shape` broadcast to it.
+fn zip_in_place<T: BufferElement>(
+    dst: &mut [T],
+    other: &Data,
+    other_shape: &[usize],
+    out_shape: &[usize],
+    f: impl Fn(T, T) -> T + Sync + Send,
+) {
+    let n = dst.len();
+    let on = crate::shape::numel(other_shape);
+    if on == n {
+        if let Some(y) = other.contiguous_slice::<T>(other_shape) {
+            if n >= PARALLEL_THRESHOLD {
+                dst.par_chunks_mut(CHUNK).zip(y.par_chunks(CHUNK)).for_each(|(o, y)| {
+                    o.iter_mut().zip(y).for_each(|(o, &y)| *o = f(*o, y));
+                });
+            } else {
+                dst.iter_mut().zip(y).for_each(|(o, &y)| *o = f(*o, y));
+            }
+            return;
+        }
+    }
+    if on == 1 {
+        let y = other.buf.as_slice::<T>()[other.offset];
+        return map_in_place(dst, |x| f(x, y));
+    }
+    let st = broadcast_strides(other_shape, &other.strides, out_shape);
+    let ys = other.buf.as_slice::<T>();
+    let mut i = 0;
+    for_each_row(out_shape, [&st], [other.offset as isize], |[o], len, [s]| {
+        let row = &mut dst[i..i + len];
+        if s == 0 {
+            let y = ys[o as usize];
+            row.iter_mut().for_each(|x| *x = f(*x, y));
+        } else {
+            for (k, x) in row.iter_mut().enumerate() {
+                *x = f(*x, ys[(o + k as isize * s) as usize]);
+            }
+        }
+        i += len;
+    });
+}
+
+/// `f(a, b)` element-wise with broadcasting; the result is written into the buffer of `a` or
+/// `b` when one is owned (donated) and has the output's size, else into a new one.
+pub fn binary_apply<T: BufferElement>(
+    a: (Operand, &[usize]),
+    b: (Operand, &[usize]),
+    out_shape: &[usize],
+    f: impl Fn(T, T) -> T + Sync + Send,
+) -> Data {
+    let n = crate::shape::numel(out_shape);
+    let ((a, a_shape), (b, b_shape)) = (a, b);
+    // An input with the output's element count broadcasts without repeating anything, so its
+    // row-major order is the output's.
+    let a = if crate::shape::numel(a_shape) == n { a.donated::<T>(a_shape) } else { Err(a) };
+    let a = match a {
+        Ok(mut d) => {
+            zip_in_place(d.unique_slice_mut::<T>(a_shape).expect("checked"), b.data(), b_shape, out_shape, f);
+            return dense(d, out_shape);
+        }
+        Err(a) => a,
+    };
+    let b = if crate::shape::numel(b_shape) == n { b.donated::<T>(b_shape) } else { Err(b) };
+    match b {
+        Ok(mut d) => {
+            zip_in_place(d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape, out_shape, |y, x| {
+                f(x, y)
+            });
+            dense(d, out_shape)
+        }
+        Err(b) => Data::from_vec(binary_map::<T, T>(a.data(), a_shape, b.data(), b_shape, out_shape, f), out_shape),
+    }
+}
+
+/// `select(cond, a, b)` element-wise with broadcasting, written into the buffer of `a` or `b`
+/// when one is owned (donated) and has the output's size, else into a new one.
+pub fn select_apply<T: BufferElement>(
+    cond: (&Data, &[usize]),
+    a: (Operand, &[usize]),
+    b: (Operand, &[usize]),
+    out_shape: &[usize],
+) -> Data {
+    let n = crate::shape::numel(out_shape);
+    let ((a, a_shape), (b, b_shape)) = (a, b);
+    let pick = |keep_dst_when: bool, dst: &mut [T], other: &Data, other_shape: &[usize]| {
+        let cst = broadcast_strides(cond.1, &cond.0.strides, out_shape);
+        let ost = broadcast_strides(other_shape, &other.strides, out_shape);
+        let cs = cond.0.buf.as_slice::<bool>();
+        let os = other.buf.as_slice::<T>();
+        let mut i = 0;
+        for_each_row(
+            out_shape,
+            [&cst, &ost],
+            [cond.0.offset as isize, other.offset as isize],
+            |[oc, oo], len, [dc, dd]| {
+                for (k, x) in dst[i..i + len].iter_mut().enumerate() {
+                    let k = k as isize;
+                    if cs[(oc + k * dc) as usize] != keep_dst_when {
+                        *x = os[(oo + k * dd) as usize];
+                    }
+                }
+                i += len;
+            },
+        );
+    };
+    let a = if crate::shape::numel(a_shape) == n { a.donated::<T>(a_shape) } else { Err(a) };
+    let a = match a {
+        Ok(mut d) => {
+            pick(true, d.unique_slice_mut::<T>(a_shape).expect("checked"), b.data(), b_shape);
+            return dense(d, out_shape);
+        }
+        Err(a) => a,
+    };
+    let b = if crate::shape::numel(b_shape) == n { b.donated::<T>(b_shape) } else { Err(b) };
+    match b {
+        Ok(mut d) => {
+            pick(false, d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape);
+            dense(d, out_shape)
+        }
+        Err(b) => {
+            Data::from_vec(
+                ternary_map::<bool, T, T>(cond, (a.data(), a_shape), (b.data(), b_shape), out_shape, |c, x, y| {
+                    if c {
+                        x
+                    } else {
+                        y
+                    }
+                }),
+                out_shape,
+            )
+        }
+    }
+}
