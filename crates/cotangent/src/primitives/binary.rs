@@ -317,26 +317,11 @@ impl Primitive for Binary {
 
     fn eval_cpu_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
         let out = &outputs[0];
-        let n = crate::shape::numel(&out.shape);
-        // At most one input gives its buffer; the first that can.
-        let (mut da, mut db) = (None, None);
-        if let Some(d) = inputs[0].take_unique_data(out.dtype, n) {
-            da = Some(d);
-        } else if let Some(d) = inputs[1].take_unique_data(out.dtype, n) {
-            db = Some(d);
-        }
-        if da.is_none() && db.is_none() {
+        let Some(donated) = take_donation(&mut inputs, [0, 1], out) else {
             return self.eval_cpu(&inputs, outputs);
-        }
+        };
+        let [ia, ib] = donated.operands(&inputs)?;
         let (a, b) = (&inputs[0], &inputs[1]);
-        let ia = match da {
-            Some(d) => Operand::Owned(d),
-            None => Operand::View(a.computed_data()?),
-        };
-        let ib = match db {
-            Some(d) => Operand::Owned(d),
-            None => Operand::View(b.computed_data()?),
-        };
         Ok(vec![self.run((ia, a.shape()), (ib, b.shape()), a.dtype(), &out.shape)?])
     }
 
@@ -465,25 +450,11 @@ impl Primitive for Select {
     }
     fn eval_cpu_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
         let out = &outputs[0];
-        let n = crate::shape::numel(&out.shape);
-        let (mut da, mut db) = (None, None);
-        if let Some(d) = inputs[1].take_unique_data(out.dtype, n) {
-            da = Some(d);
-        } else if let Some(d) = inputs[2].take_unique_data(out.dtype, n) {
-            db = Some(d);
-        }
-        if da.is_none() && db.is_none() {
+        let Some(donated) = take_donation(&mut inputs, [1, 2], out) else {
             return self.eval_cpu(&inputs, outputs);
-        }
+        };
+        let [ia, ib] = donated.operands(&inputs)?;
         let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
-        let ia = match da {
-            Some(d) => Operand::Owned(d),
-            None => Operand::View(a.computed_data()?),
-        };
-        let ib = match db {
-            Some(d) => Operand::Owned(d),
-            None => Operand::View(b.computed_data()?),
-        };
         Ok(vec![select_kernel(
             (c.computed_data()?, c.shape()),
             (ia, a.shape()),
@@ -528,5 +499,31 @@ impl Primitive for Select {
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
         let (xs, ax) = crate::ops::batch_align(inputs, axes);
         Ok((vec![crate::ops::select(&xs[0], &xs[1], &xs[2])], vec![ax]))
+    }
+}
+
+/// The buffer one of two element-wise operands gives to the output (see [`take_donation`]).
+struct Donation {
+    which: [usize; 2],
+    donor: usize,
+    data: Data,
+}
+
+/// The buffer of `inputs[which[0]]` or else `inputs[which[1]]`, if one of them can give it to
+/// the output `out`.
+fn take_donation(inputs: &mut [Array], which: [usize; 2], out: &Spec) -> Option<Donation> {
+    let n = crate::shape::numel(&out.shape);
+    which
+        .iter()
+        .enumerate()
+        .find_map(|(donor, &i)| inputs[i].take_unique_data(out.dtype, n).map(|data| Donation { which, donor, data }))
+}
+
+impl Donation {
+    /// The two operands in order: the donated buffer, and the other input read as a view.
+    fn operands(self, inputs: &[Array]) -> Result<[Operand<'_>; 2]> {
+        let other = Operand::View(inputs[self.which[1 - self.donor]].computed_data()?);
+        let owned = Operand::Owned(self.data);
+        Ok(if self.donor == 0 { [owned, other] } else { [other, owned] })
     }
 }

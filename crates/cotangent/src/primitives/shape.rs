@@ -256,6 +256,14 @@ impl SliceUpdate {
     }
 }
 
+/// Offset and strides, in a contiguous array of `shape`, of the region starting at `starts`
+/// with steps `steps`.
+fn region_layout(shape: &[usize], starts: &[usize], steps: &[isize]) -> (isize, Vec<isize>) {
+    let cs = contiguous_strides(shape);
+    let offset = starts.iter().zip(&cs).map(|(&s, &c)| s as isize * c).sum();
+    (offset, cs.iter().zip(steps).map(|(&c, &s)| c * s).collect())
+}
+
 fn slice_update_kernel<T: crate::backend::cpu::buffer::BufferElement>(
     base: &Array,
     update: &Array,
@@ -264,9 +272,7 @@ fn slice_update_kernel<T: crate::backend::cpu::buffer::BufferElement>(
 ) -> Result<Data> {
     let shape = base.shape();
     let mut out: Vec<T> = base.computed_data()?.to_contiguous::<T>(shape).into_owned();
-    let cs = contiguous_strides(shape);
-    let offset: isize = starts.iter().zip(&cs).map(|(&s, &c)| s as isize * c).sum();
-    let strides: Vec<isize> = cs.iter().zip(steps).map(|(&c, &s)| c * s).collect();
+    let (offset, strides) = region_layout(shape, starts, steps);
     crate::backend::cpu::copy::scatter_strided(&mut out, offset, &strides, update.computed_data()?, update.shape());
     Ok(Data::from_vec(out, shape))
 }
@@ -427,10 +433,8 @@ fn scatter_slices_kernel<T: crate::backend::cpu::buffer::BufferElement + std::op
     updates: &[Array],
 ) -> Result<Data> {
     let mut out = vec![T::default(); crate::shape::numel(shape)];
-    let cs = contiguous_strides(shape);
     for ((starts, steps), u) in regions.iter().zip(updates) {
-        let offset: isize = starts.iter().zip(&cs).map(|(&s, &c)| s as isize * c).sum();
-        let strides: Vec<isize> = cs.iter().zip(steps).map(|(&c, &s)| c * s).collect();
+        let (offset, strides) = region_layout(shape, starts, steps);
         crate::backend::cpu::copy::scatter_add_strided(&mut out, offset, &strides, u.computed_data()?, u.shape());
     }
     Ok(Data::from_vec(out, shape))

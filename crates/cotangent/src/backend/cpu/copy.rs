@@ -25,6 +25,30 @@ pub fn concatenate<T: BufferElement>(parts: &[(&Data, &[usize])], axis: usize, o
     out
 }
 
+/// Combine the elements of `src` (a strided view of shape `shape`) into `out` at the positions
+/// `out_offset + Σ i_k · out_strides[k]` (strides may be negative) with `combine(out, src)`.
+#[inline]
+fn scatter_strided_with<T: BufferElement>(
+    out: &mut [T],
+    out_offset: isize,
+    out_strides: &[isize],
+    src: &Data,
+    shape: &[usize],
+    combine: impl Fn(&mut T, T),
+) {
+    let s = src.buf.as_slice::<T>();
+    for_each_row(shape, [out_strides, &src.strides], [out_offset, src.offset as isize], |[o, i], n, [so, si]| {
+        if so == 1 && si == 1 {
+            let (o, i) = (o as usize, i as usize);
+            out[o..o + n].iter_mut().zip(&s[i..i + n]).for_each(|(y, &x)| combine(y, x));
+        } else {
+            for k in 0..n as isize {
+                combine(&mut out[(o + k * so) as usize], s[(i + k * si) as usize]);
+            }
+        }
+    });
+}
+
 /// Write the elements of `src` (a strided view of shape `shape`) into `out` at the positions
 /// `out_offset + Σ i_k · out_strides[k]` (strides may be negative).
 pub fn scatter_strided<T: BufferElement>(
@@ -34,17 +58,7 @@ pub fn scatter_strided<T: BufferElement>(
     src: &Data,
     shape: &[usize],
 ) {
-    let s = src.buf.as_slice::<T>();
-    for_each_row(shape, [out_strides, &src.strides], [out_offset, src.offset as isize], |[o, i], n, [so, si]| {
-        if so == 1 && si == 1 {
-            let (o, i) = (o as usize, i as usize);
-            out[o..o + n].copy_from_slice(&s[i..i + n]);
-        } else {
-            for k in 0..n as isize {
-                out[(o + k * so) as usize] = s[(i + k * si) as usize];
-            }
-        }
-    });
+    scatter_strided_with(out, out_offset, out_strides, src, shape, |y, x| *y = x);
 }
 
 /// Add the elements of `src` (a strided view of shape `shape`) into `out` at the positions
@@ -56,18 +70,5 @@ pub fn scatter_add_strided<T: BufferElement + std::ops::Add<Output = T>>(
     src: &Data,
     shape: &[usize],
 ) {
-    let s = src.buf.as_slice::<T>();
-    for_each_row(shape, [out_strides, &src.strides], [out_offset, src.offset as isize], |[o, i], n, [so, si]| {
-        if so == 1 && si == 1 {
-            let (o, i) = (o as usize, i as usize);
-            for (y, &x) in out[o..o + n].iter_mut().zip(&s[i..i + n]) {
-                *y = *y + x;
-            }
-        } else {
-            for k in 0..n as isize {
-                let y = &mut out[(o + k * so) as usize];
-                *y = *y + s[(i + k * si) as usize];
-            }
-        }
-    });
+    scatter_strided_with(out, out_offset, out_strides, src, shape, |y, x| *y = *y + x);
 }
