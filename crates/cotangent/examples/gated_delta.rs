@@ -83,13 +83,15 @@ fn decay(a: &Array) -> Array {
     (-softplus).exp()
 }
 
-/// The recurrence over the steps of `q, k [B,H,C,dk]`, `v [B,H,C,dv]`, `a, b [B,H,C]` from
+/// The recurrence over the steps of `q, k [B,H,C,dk]` (not yet normalised), `v [B,H,C,dv]`, `a, b [B,H,C]` from
 /// state `s [B,H,dk,dv]`: returns `[y [B,H,C,dv], S_out]`. Plain ops only, so `ct::vjp` can
 /// differentiate it; the op-by-op mode runs it on the whole sequence, the chunked mode on one
 /// chunk. Each step works on rows: `x_t = x[.., t:t+1, :]` is `[B,H,1,d]`, so `kᵀ_t S` is the
 /// matrix product `k_t @ S` and `k_t ⊗ δ` is `k_tᵀ @ δ`.
 fn recurrence(x: &[Array]) -> Vec<Array> {
-    let (mut s, q, k, v) = (x[0].clone(), &x[1], &x[2], &x[3]);
+    // q and k are normalised here, row by row, so that a chunk normalises its own rows and the
+    // normalised sequence is never stored whole
+    let (mut s, q, k, v) = (x[0].clone(), &l2_normalize(&x[1]), &l2_normalize(&x[2]), &x[3]);
     let g = decay(&x[4]).expand_dims(&[-1]); // [B,H,C,1]
     let beta = x[5].sigmoid().expand_dims(&[-1]); // [B,H,C,1]
     let steps = q.dim(2);
@@ -122,8 +124,7 @@ fn chunk_function() -> impl Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync
 
 /// `sum(y · w)` computed op by op (`chunk = None`) or chunk by chunk.
 fn loss(x: &[Array], w: &Array, dims: Dims, chunk: Option<usize>) -> ct::Result<Array> {
-    let q = l2_normalize(&x[0]);
-    let k = l2_normalize(&x[1]);
+    let (q, k) = (x[0].clone(), x[1].clone());
     let s0 = ct::zeros(&[dims.b, dims.h, dims.dk, dims.dv], x[0].dtype());
     let y = match chunk {
         None => recurrence(&[s0, q, k, x[2].clone(), x[3].clone(), x[4].clone()]).remove(0),

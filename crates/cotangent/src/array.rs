@@ -306,7 +306,7 @@ impl Array {
             Some(Ok(datas)) => datas.into_iter().nth(index)?,
             _ => return None,
         };
-        DONATIONS.with(|c| c.set(c.get() + 1));
+        DONATIONS.fetch_add(1, Ordering::Relaxed);
         Some(data)
     }
 
@@ -397,15 +397,12 @@ pub fn eval(arrays: &[Array]) -> Result<()> {
     crate::graph::eval(arrays)
 }
 
-thread_local! {
-    /// Buffers taken for donation by evaluations on this thread (see
-    /// [`Array::take_unique_data`]); evaluation runs on the thread that calls `eval`.
-    static DONATIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
+/// Buffers taken for donation by all evaluations so far (see [`Array::take_unique_data`]).
+static DONATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// How many input buffers evaluations on the calling thread have handed to element-wise
-/// kernels to overwrite (buffer donation), for tests. Not a stable API.
+/// How many input buffers evaluations on all threads have handed to element-wise kernels to
+/// overwrite (buffer donation), for tests. Not a stable API.
 #[doc(hidden)]
 pub fn __buffer_donations() -> usize {
-    DONATIONS.with(|c| c.get())
+    DONATIONS.load(Ordering::Relaxed)
 }

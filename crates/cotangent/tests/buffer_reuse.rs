@@ -2,8 +2,8 @@
 //! nothing else references, instead of allocating a new one.
 //!
 //! Checked here: values equal the reference (f64 loops) and the non-donating path bit for bit;
-//! donation really happens (the output lives at the input's address, and the thread's donation
-//! counter moves); arrays held by the user, also from another thread, are never written; views
+//! donation really happens (the output lives at the input's address, and the donation counter
+//! moves); arrays held by the user, also from another thread, are never written; views
 //! (transposed, broadcast, sliced) and shared inputs are not donated.
 use cotangent::{self as ct, Array, DType};
 use half::f16;
@@ -13,7 +13,14 @@ fn linspace_vec(n: usize, lo: f64, hi: f64) -> Vec<f64> {
     (0..n).map(|i| lo + (hi - lo) * i as f64 / (n.max(2) - 1) as f64).collect()
 }
 
-/// Donations counted on this thread while `f` runs.
+/// Held while a test evaluates, so the process-wide donation counter sees one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Donations counted (on all threads) while `f` runs.
 fn donations<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let before = ct::__buffer_donations();
     let r = f();
@@ -81,6 +88,7 @@ fn check_float_chain(dtype: DType, n: usize, tol: f64) {
 
 #[test]
 fn float_unary_binary_chain_f32_f64_f16() {
+    let _serial = serial();
     check_float_chain(DType::F32, 1000, 1e-5);
     check_float_chain(DType::F64, 1000, 1e-12);
     check_float_chain(DType::F16, 1000, 3e-3);
@@ -95,6 +103,7 @@ fn float_unary_binary_chain_f32_f64_f16() {
 
 #[test]
 fn int_chain_i32() {
+    let _serial = serial();
     let n = 257;
     let vals: Vec<i32> = (0..n as i32).map(|i| i * 7919 - 1_000_000).collect();
     let chain = |x: Array| ((-(x * 3)).abs() + 5).square().clip(-1 << 30, 1 << 30) - 7;
@@ -122,6 +131,7 @@ fn int_chain_i32() {
 
 #[test]
 fn binary_donates_either_side_with_broadcasting() {
+    let _serial = serial();
     let a = linspace_vec(12, -1.0, 2.0);
     let b = linspace_vec(4, 0.5, 1.5);
     let xa = || Array::from_slice(&a, &[3, 4]).astype(DType::F32);
@@ -189,6 +199,7 @@ fn binary_donates_either_side_with_broadcasting() {
 
 #[test]
 fn select_and_clip_donate() {
+    let _serial = serial();
     let v = linspace_vec(64, -2.0, 2.0);
     let want: Vec<f64> = v.iter().map(|&x| if x > 0.0 { x * 2.0 } else { x.sin() }).collect();
     for dtype in [DType::F32, DType::F64] {
@@ -224,6 +235,7 @@ fn select_and_clip_donate() {
 
 #[test]
 fn views_and_shared_inputs_are_not_donated() {
+    let _serial = serial();
     let v: Vec<f32> = (0..12).map(|i| i as f32 * 0.25 - 1.0).collect();
     let fresh = || {
         let x = Array::from_slice(&v, &[3, 4]);
@@ -301,6 +313,7 @@ fn views_and_shared_inputs_are_not_donated() {
 
 #[test]
 fn user_held_inputs_are_never_written() {
+    let _serial = serial();
     let v: Vec<f32> = (0..100_000).map(|i| (i as f32 * 1e-3).sin()).collect();
     // a clone on this thread
     let x = Array::from_slice(&v, &[v.len()]);
@@ -340,6 +353,7 @@ fn user_held_inputs_are_never_written() {
 
 #[test]
 fn threads_evaluating_the_same_graph_agree() {
+    let _serial = serial();
     // Several threads evaluate the same donating chain at once: whichever computes a node, the
     // others hold references to it through their tapes, so nothing is overwritten under them.
     let v: Vec<f32> = (0..70_000).map(|i| i as f32 * 1e-4 - 3.0).collect();
@@ -374,6 +388,7 @@ fn threads_evaluating_the_same_graph_agree() {
 
 #[test]
 fn gradients_unaffected() {
+    let _serial = serial();
     // grad traces the forward (no donation while tracing), then evaluates the backward graph,
     // whose fresh intermediates donate: d/dx sum(sin(x)^2 * 3) = 6 sin(x) cos(x)
     let v = linspace_vec(50, -2.0, 2.0);

@@ -136,3 +136,26 @@ fn zero_size_arrays() {
     assert_eq!(z.sum_all().item::<f32>().unwrap(), 0.0);
     assert_eq!(z.reshape(&[3, 0]).shape(), &[3, 0]);
 }
+
+#[test]
+fn threads_evaluating_shared_graphs_with_parallel_kernels_agree_and_finish() {
+    // large enough that kernels split their work over rayon and an evaluation may move to a
+    // rayon worker: several threads evaluating overlapping graphs must neither deadlock nor
+    // disagree
+    for round in 0..20 {
+        let n = 256usize;
+        let a = Array::from_vec((0..n * n).map(|i| ((i * 37 + round) % 101) as f32 / 101.0 - 0.5).collect(), &[n, n]);
+        let shared = (a.matmul(&a).tanh() * 1.5 + &a).exp();
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let (a, shared) = (a.clone(), shared.clone());
+                // each thread builds its own consumer of the shared graph
+                std::thread::spawn(move || shared.matmul(&a).sin().sum_all().item::<f32>().unwrap())
+            })
+            .collect();
+        let results: Vec<f32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(results.iter().all(|r| r.to_bits() == results[0].to_bits()), "round {round}: {results:?}");
+        let alone = shared.matmul(&a).sin().sum_all().item::<f32>().unwrap();
+        assert_eq!(alone.to_bits(), results[0].to_bits(), "round {round}: {alone} vs {}", results[0]);
+    }
+}
