@@ -118,8 +118,8 @@ fn scatter_parts(g: &Array) -> Option<(&ScatterSlices, Vec<Array>)> {
 
 impl Contributions {
     fn add(&mut self, g: Array) {
-        if scatter_parts(&g).is_some() {
-            self.piece_elements += g.node.inputs().iter().map(Array::size).sum::<usize>();
+        if let Some((_, updates)) = scatter_parts(&g) {
+            self.piece_elements += updates.iter().map(Array::size).sum::<usize>();
             self.pieces.push(g);
             if self.piece_elements > self.pieces[0].size() {
                 self.merge_pieces();
