@@ -119,7 +119,8 @@ fn loss_chunked(
     Ok(loss * (1.0 / t as f64))
 }
 
-fn chunk_body(d: Dims) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone + 'static {
+/// The step-wise chunk body (`chunked_stepwise`): the recurrence of [`step`] over the chunk.
+fn stepwise_body(d: Dims) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone + 'static {
     move |a: &[Array]| {
         let len = (a.len() - 1) / 5;
         let mut s = a[0].clone();
@@ -135,16 +136,121 @@ fn chunk_body(d: Dims) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone 
     }
 }
 
-fn child(a: &Args, t: usize, mode: &str, d: Dims, c: usize) -> ct::Result<serde_json::Value> {
+/// `x[.., r0..r1, c0..c1]` of a `[.., rows, cols]` array (a view).
+fn block(x: &Array, r0: usize, r1: usize, c0: usize, c1: usize) -> Array {
+    let n = x.ndim() as isize;
+    x.slice_axis(n - 2, Some(r0 as isize), Some(r1 as isize), 1).slice_axis(n - 1, Some(c0 as isize), Some(c1 as isize), 1)
+}
+
+/// `x` with rows `r0..r1` of its `[.., rows, cols]` trailing axes replaced by `rows`.
+fn set_rows(x: &Array, r0: usize, r1: usize, rows: &Array) -> Array {
+    let sh = x.shape();
+    let n = sh.len();
+    let mut starts = vec![0isize; n];
+    let mut stops: Vec<isize> = sh.iter().map(|&e| e as isize).collect();
+    starts[n - 2] = r0 as isize;
+    stops[n - 2] = r1 as isize;
+    x.slice_update(rows, &starts, &stops, &vec![1; n])
+}
+
+/// Solve `(I + A) X = R` for a strictly lower-triangular `A` (`[.., n, n]`, batched) by forward
+/// substitution over the rows: `x_r = R_r − A[r, :r] X[:r]`, one batched matmul per row.
+fn forward_subst(a: &Array, r: &Array) -> Array {
+    let n = a.shape()[a.ndim() - 1];
+    let mut x = r.clone();
+    for t in 1..n {
+        let xt = block(r, t, t + 1, 0, r.shape()[r.ndim() - 1]) - block(a, t, t + 1, 0, t).matmul(&block(&x, 0, t, 0, x.shape()[x.ndim() - 1]));
+        x = set_rows(&x, t, t + 1, &xt);
+    }
+    x
+}
+
+/// The chunk body in chunk-parallel (WY / UT transform) form (`chunked`), same inputs and
+/// outputs as [`stepwise_body`] except that the outputs are `[O, S_out]` with `O` the chunk's
+/// outputs stacked (B×H×C×d_v). With `G = cumsum(g)` inside the chunk, `γ = exp(G)`,
+/// `M_ts = exp(G_t − G_s)` for `s ≤ t` (0 above the diagonal, masked before `exp`) and
+/// `A = diag(β) (K Kᵀ ⊙ M)` strictly below the diagonal:
+/// ```text
+/// (I + A) U = diag(β) (V − diag(γ) K S0)        forward substitution
+/// O   = diag(γ) Q S0 + (Q Kᵀ ⊙ M) U
+/// S_C = γ_C S0 + (K ⊙ exp(G_C − G))ᵀ U
+/// ```
+/// `sub` > 1 solves for `U` by blocks of `sub` rows: the inverses of the `sub × sub` diagonal
+/// blocks of `I + A` by forward substitution (all blocks at once), then block forward
+/// substitution `U_i = (I + A_ii)⁻¹ (R_i − A[i, :i] U[:i])`; `sub` = 1 is row by row.
+fn wy_body(sub: usize) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone + 'static {
+    move |a: &[Array]| {
+        let len = (a.len() - 1) / 5;
+        let s0 = &a[0];
+        let st = |f: usize| ct::stack(&a[1 + f * len..1 + (f + 1) * len], 2);
+        let (q, k, v, beta, g) = (st(0), st(1), st(2), st(3), st(4)); // B×H×C×d, B×H×C
+        let gc = g.cumsum(-1);
+        let lower = ct::tri(len, len, 0, DType::Bool);
+        let strict = ct::tri(len, len, -1, DType::F32);
+        let mask_exp = |gc: &Array, lower: &Array| {
+            let diff = gc.expand_dims(&[-1]) - gc.expand_dims(&[-2]); // G_t − G_s
+            ct::select(lower, &diff, -1e30).exp()
+        };
+        let m = mask_exp(&gc, &lower);
+        let kt = k.swapaxes(-1, -2);
+        let bcol = beta.expand_dims(&[-1]);
+        let a_mat = k.matmul(&kt) * &m * &strict * &bcol;
+        let gam = gc.exp().expand_dims(&[-1]);
+        let rhs = &bcol * (&v - &gam * k.matmul(s0));
+        let u = if sub <= 1 || len % sub != 0 || len <= sub {
+            forward_subst(&a_mat, &rhs)
+        } else {
+            let nb = len / sub;
+            let sh = k.shape().to_vec();
+            let (bb, hh, dk) = (sh[0] as isize, sh[1] as isize, sh[3] as isize);
+            let (nbi, si) = (nb as isize, sub as isize);
+            // diagonal blocks of A, computed from the blocked inputs
+            let kb = k.reshape(&[bb, hh, nbi, si, dk]);
+            let gb = gc.reshape(&[bb, hh, nbi, si]);
+            let bb_col = beta.reshape(&[bb, hh, nbi, si, 1]);
+            let ad = kb.matmul(&kb.swapaxes(-1, -2))
+                * mask_exp(&gb, &ct::tri(sub, sub, 0, DType::Bool))
+                * ct::tri(sub, sub, -1, DType::F32)
+                * bb_col;
+            let eye = ct::eye(sub, sub, 0, DType::F32);
+            let tinv = forward_subst(&ad, &eye.broadcast_to(ad.shape())); // (I + A_ii)⁻¹
+            let dv = rhs.shape()[3];
+            let mut u = rhs.clone();
+            for i in 0..nb {
+                let (r0, r1) = (i * sub, (i + 1) * sub);
+                let mut ri = block(&rhs, r0, r1, 0, dv);
+                if i > 0 {
+                    ri = ri - block(&a_mat, r0, r1, 0, r0).matmul(&block(&u, 0, r0, 0, dv));
+                }
+                let ti = tinv.slice_axis(2, Some(i as isize), Some(i as isize + 1), 1).squeeze(&[2]);
+                u = set_rows(&u, r0, r1, &ti.matmul(&ri));
+            }
+            u
+        };
+        let o = &gam * q.matmul(s0) + (q.matmul(&kt) * &m).matmul(&u);
+        let g_last = gc.slice_axis(-1, Some(len as isize - 1), None, 1); // B×H×1
+        let tail = (&g_last - &gc).exp().expand_dims(&[-1]); // exp(G_C − G_t), B×H×C×1
+        let s = g_last.exp().expand_dims(&[-1]) * s0 + kt.matmul(&(tail * &u));
+        vec![o, s]
+    }
+}
+
+fn child(a: &Args, t: usize, mode: &str, d: Dims, c: usize, sub: usize) -> ct::Result<serde_json::Value> {
     let reps: usize = a.num("reps", 3);
     let warmup: usize = a.num("warmup", 1);
     let x = inputs(t, d);
     ct::eval(&x)?;
-    let vg: ValueAndGrad = if mode == "op_by_op" {
-        Box::new(ct::value_and_grad(move |x: &[Array]| loss_op_by_op(x, t, d)))
-    } else {
-        let chunk = ct::checkpoint(chunk_body(d));
-        Box::new(ct::value_and_grad(move |x: &[Array]| loss_chunked(x, t, c, &chunk, d)))
+    let vg: ValueAndGrad = match mode {
+        "op_by_op" => Box::new(ct::value_and_grad(move |x: &[Array]| loss_op_by_op(x, t, d))),
+        "chunked" => {
+            let chunk = ct::checkpoint(wy_body(sub));
+            Box::new(ct::value_and_grad(move |x: &[Array]| loss_chunked(x, t, c, &chunk, d)))
+        }
+        "chunked_stepwise" => {
+            let chunk = ct::checkpoint(stepwise_body(d));
+            Box::new(ct::value_and_grad(move |x: &[Array]| loss_chunked(x, t, c, &chunk, d)))
+        }
+        _ => return Err(ct::Error::Eval(format!("unknown mode {mode:?}"))),
     };
     let call = |x: &[Array]| -> ct::Result<(Vec<Array>, Vec<Array>)> {
         let (v, g) = vg(x)?;
@@ -174,8 +280,14 @@ fn child(a: &Args, t: usize, mode: &str, d: Dims, c: usize) -> ct::Result<serde_
     let (v, g) = last.expect("reps >= 1");
     let loss = v[0].item::<f32>()?;
     let mut gn = 0.0f64;
+    let mut bytes = Vec::new();
     for gi in &g {
-        gn += gi.to_f64_vec()?.iter().map(|x| x * x).sum::<f64>();
+        let gv = gi.to_vec::<f32>()?;
+        gn += gv.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>();
+        bytes.extend(gv.iter().flat_map(|x| x.to_le_bytes()));
+    }
+    if let Some(path) = a.str("grad-out") {
+        std::fs::write(path, bytes).map_err(|e| ct::Error::Eval(e.to_string()))?;
     }
     let delta = match (peak, rss_before) {
         (Some(p), Some(b)) if reset_ok => Some(p - b),
@@ -189,31 +301,64 @@ fn child(a: &Args, t: usize, mode: &str, d: Dims, c: usize) -> ct::Result<serde_
     }))
 }
 
+fn read_f32(path: &std::path::Path) -> Option<Vec<f64>> {
+    let b = std::fs::read(path).ok()?;
+    Some(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect())
+}
+
 fn main() -> ct::Result<()> {
     let a = Args::parse();
     let ts: Vec<usize> = a.nums("t", &[256, 1024, 2048]);
     let d = Dims { h: a.num("heads", 4), dk: a.num("dk", 64), dv: a.num("dv", 64) };
     let c: usize = a.num("chunk", 64);
-    let modes = a.strs("modes", &["op_by_op", "chunked"]);
+    let sub: usize = a.num("sub", 16);
+    let modes = a.strs("modes", &["op_by_op", "chunked", "chunked_stepwise"]);
     if let Some(mode) = a.str("mode") {
         let t: usize = a.num("child-t", 0);
-        let r = child(&a, t, &mode, d, c)?;
+        let r = child(&a, t, &mode, d, c, sub)?;
         cb::emit(&json!({"mode": mode, "t": t, "results": cb::r3(r)}));
         return Ok(());
     }
+    let dir = std::env::temp_dir().join(format!("cotangent-bench-gated-delta-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| ct::Error::Eval(e.to_string()))?;
     let mut results = serde_json::Map::new();
     for &t in &ts {
         let mut per = serde_json::Map::new();
+        let mut grads = Vec::new();
         for mode in &modes {
-            let r = cb::run_child(&["--mode".into(), mode.clone(), "--child-t".into(), t.to_string()]);
+            let gpath = dir.join(format!("{mode}-{t}.f32"));
+            let _ = std::fs::remove_file(&gpath);
+            let r = cb::run_child(&[
+                "--mode".into(),
+                mode.clone(),
+                "--child-t".into(),
+                t.to_string(),
+                "--grad-out".into(),
+                gpath.display().to_string(),
+            ]);
             per.insert(mode.clone(), r.get("results").cloned().unwrap_or(r));
+            if let Some(g) = read_f32(&gpath) {
+                grads.push((mode.clone(), g));
+            }
+            let _ = std::fs::remove_file(&gpath);
+        }
+        // max |a − b| / max |b| over all gradient entries, b = op by op
+        if let Some((_, reference)) = grads.iter().find(|(m, _)| m == "op_by_op") {
+            let scale = reference.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
+            for (mode, g) in grads.iter().filter(|(m, _)| m != "op_by_op") {
+                let diff = g.iter().zip(reference).fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+                if let Some(serde_json::Value::Object(o)) = per.get_mut(mode) {
+                    o.insert("grad_rel_diff_vs_op_by_op".into(), cb::r3(json!(diff / scale)));
+                }
+            }
         }
         results.insert(t.to_string(), per.into());
     }
+    let _ = std::fs::remove_dir_all(&dir);
     let state_mib = (B * d.h * d.dk * d.dv * 4) as f64 / (1 << 20) as f64;
     cb::emit(&json!({
         "bench": "gated_delta", "framework": "cotangent", "version": cb::version(),
-        "params": {"t": ts, "batch": B, "heads": d.h, "dk": d.dk, "dv": d.dv, "chunk": c,
+        "params": {"t": ts, "batch": B, "heads": d.h, "dk": d.dk, "dv": d.dv, "chunk": c, "sub": sub,
                    "reps": a.num::<usize>("reps", 3), "warmup": a.num::<usize>("warmup", 1)},
         "theory": {"state_mib": state_mib, "all_states_mib_at_max_t": state_mib * *ts.iter().max().unwrap_or(&0) as f64},
         "results": results, "machine": cb::env_info(None),
