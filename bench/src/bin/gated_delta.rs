@@ -182,14 +182,26 @@ fn wy_body(sub: usize) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone 
     move |a: &[Array]| {
         let len = (a.len() - 1) / 5;
         let s0 = &a[0];
-        let st = |f: usize| ct::stack(&a[1 + f * len..1 + (f + 1) * len], 2);
-        let (q, k, v, beta, g) = (st(0), st(1), st(2), st(3), st(4)); // B×H×C×d, B×H×C
+        let part = |f: usize| &a[1 + f * len..1 + (f + 1) * len];
+        // stack the steps' rows: B×H×d each → B×H×(C·d) → B×H×C×d (one concatenate, one
+        // reshape: half the nodes of `ct::stack`, which adds an expand_dims per step)
+        let rows = |f: usize| {
+            let sh = a[1 + f * len].shape();
+            let (b, h, d) = (sh[0] as isize, sh[1] as isize, sh[2] as isize);
+            ct::concatenate(part(f), 2).reshape(&[b, h, len as isize, d])
+        };
+        // B×H each → B×(C·H) → B×C×H → B×H×C
+        let scalars = |f: usize| {
+            let sh = a[1 + f * len].shape();
+            ct::concatenate(part(f), 1).reshape(&[sh[0] as isize, len as isize, sh[1] as isize]).swapaxes(1, 2)
+        };
+        let (q, k, v, beta, g) = (rows(0), rows(1), rows(2), scalars(3), scalars(4));
         let gc = g.cumsum(-1);
         let lower = ct::tri(len, len, 0, DType::Bool);
         let strict = ct::tri(len, len, -1, DType::F32);
         let mask_exp = |gc: &Array, lower: &Array| {
             let diff = gc.expand_dims(&[-1]) - gc.expand_dims(&[-2]); // G_t − G_s
-            ct::select(lower, &diff, -1e30).exp()
+            ct::select(lower, &diff, f64::NEG_INFINITY).exp()
         };
         let m = mask_exp(&gc, &lower);
         let kt = k.swapaxes(-1, -2);
