@@ -174,7 +174,7 @@ def headlines(bench, rec):
                         out[key] = (v, False)
     elif bench == "gated_delta":
         for t, d in res.items():
-            for mode in ("op_by_op", "chunked"):
+            for mode in ("op_by_op", "chunked", "chunked_stepwise"):
                 if mode in d:
                     out[f"T={t} {mode} ms"] = (d[mode]["s_per_grad"] * 1e3, False)
                     out[f"T={t} {mode} Δ MiB"] = (d[mode]["delta_rss_run_mib"], False)
@@ -209,13 +209,17 @@ def gated_table(recs):
         res = r.get("results", {})
         for t in sorted(res, key=lambda k: int(k) if k.isdigit() else 0):
             d = res[t]
-            for mode, v in sorted(d.items(), key=lambda kv: kv[0] != "op_by_op"):
+            order = {"op_by_op": 0, "chunked": 1, "chunked_stepwise": 2}
+            for mode, v in sorted(d.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])):
                 if isinstance(v, dict) and "s_per_grad" in v:
+                    rel = v.get("grad_rel_diff_vs_op_by_op")
                     rows.append([variant(r, w["label"]), t, mode, v["s_per_grad"] * 1e3,
                                  v["rss_before_mib"], v["peak_rss_run_mib"],
-                                 v["delta_rss_run_mib"], v.get("grad_norm")])
+                                 v["delta_rss_run_mib"], v.get("grad_norm"),
+                                 "-" if rel is None else f"{rel:.1e}"])
     return summarize.table(["framework", "T", "mode", "ms / grad", "RSS before MiB",
-                            "peak RSS run MiB", "Δ MiB", "‖grad‖"], rows)
+                            "peak RSS run MiB", "Δ MiB", "‖grad‖", "grad rel diff vs op by op"],
+                           rows)
 
 
 # ---------------------------------------------------------------- targets
@@ -289,6 +293,10 @@ def targets(allrecs):
         add("gated_delta T=2048 Δ MiB chunked / op-by-op",
             f"{summarize.fmt(cm)} / {summarize.fmt(om)} = {summarize.fmt(cm / om)}", "≤ 1/8",
             cm <= om / 8)
+    rel = get(g, "cotangent", "results", "2048", "chunked", "grad_rel_diff_vs_op_by_op")
+    if rel is not None:
+        add("gated_delta T=2048 chunked grad rel diff vs op-by-op", f"{rel:.1e}", "≤ 1e-4",
+            rel <= 1e-4)
     return summarize.table(["target", "measured", "goal", "status"], rows) if rows else ""
 
 
@@ -339,7 +347,8 @@ def main():
             if rt:
                 print(rt + "\n")
     if "gated_delta" in allrecs and allrecs["gated_delta"]:
-        print("### Gated delta recurrence, chunked (checkpoint per chunk) vs op by op\n")
+        print("### Gated delta recurrence: op by op, chunked (WY form, checkpoint per chunk), "
+              "chunked_stepwise (step-wise checkpointed chunks)\n")
         print(gated_table(allrecs["gated_delta"]) + "\n")
     t = targets(allrecs)
     if t:

@@ -1,6 +1,6 @@
 //! Gated delta rule recurrence (DESIGN §1): gradient time and peak memory, differentiated
-//! op by op versus chunked (a `ct::checkpoint` per chunk of `--chunk` steps, whose VJP recomputes
-//! the chunk from its inputs).
+//! op by op versus chunked (a `ct::checkpoint` per chunk of `--chunk` steps, default 64, whose
+//! VJP recomputes the chunk from its inputs).
 //!
 //! Per head (B = 1 batch, H = 4 heads, state `S` of d_k × d_v = 64 × 64), for t = 0..T:
 //! ```text
@@ -12,13 +12,30 @@
 //! ```
 //! The inputs are given per step (`q_t`, `k_t`: B×H×d_k, `v_t`: B×H×d_v, `β_t`, `g_t`: B×H; k
 //! L2-normalised, β = sigmoid(N(0,1)), exp(g) in [0.9, 1)), so neither variant pays for slicing a
-//! B×H×T×d array; the gradient is taken with respect to all 5 T inputs. Vector–matrix products are
-//! written as broadcast multiply + sum over d_k.
+//! B×H×T×d array; the gradient is taken with respect to all 5 T inputs.
 //!
-//! Each (T, mode) runs in its own process (VmHWM is per process). Reported per run, as
-//! `checkpoint_memory.py` does: `s_per_grad` (median of `--reps` calls after `--warmup`), RSS
-//! before, peak RSS during the measured calls (VmHWM reset through /proc/self/clear_refs), their
-//! difference, the lifetime `ru_maxrss`, the loss and the gradient norm.
+//! Modes (`--modes`, each (T, mode) in its own process):
+//! - `op_by_op`: the recurrence step by step; vector–matrix products are broadcast multiply +
+//!   sum over d_k. The backward pass keeps every step's state.
+//! - `chunked` (the target row): per chunk, one checkpointed function in chunk-parallel (WY / UT
+//!   transform) form, as flash-linear-attention's `chunk_gated_delta_rule`: the chunk's rows are
+//!   stacked inside the checkpoint into Q, K (C×d_k), V (C×d_v); with `G = cumsum(g)` in the
+//!   chunk, `γ = exp(G)`, `M_ts = exp(G_t − G_s)` for s ≤ t (masked to −∞ before `exp`, 0 above
+//!   the diagonal) and `A = diag(β)(K Kᵀ ⊙ M)` strictly lower triangular,
+//!   `(I + A) U = diag(β)(V − diag(γ) K S0)`, `O = diag(γ) Q S0 + (Q Kᵀ ⊙ M) U`,
+//!   `S_C = γ_C S0 + (K ⊙ exp(G_C − G))ᵀ U`, all with matmuls batched over B×H. U comes from
+//!   forward substitution, by blocks of `--sub` rows (default 8; 1 = row by row): inverses of
+//!   the diagonal blocks of `I + A` by row forward substitution, all blocks at once, then one
+//!   block row at a time. The loss sums O² of the stacked outputs (the same value).
+//! - `chunked_stepwise`: the same checkpoint per chunk with the step-wise recurrence of
+//!   `op_by_op` as its body (recomputed step by step in the backward pass).
+//!
+//! Reported per run, as `checkpoint_memory.py` does: `s_per_grad` (median of `--reps` calls after
+//! `--warmup`), RSS before, peak RSS during the measured calls (VmHWM reset through
+//! /proc/self/clear_refs), their difference, the lifetime `ru_maxrss`, the loss and the gradient
+//! norm. Each child writes its gradient (f32) to `--grad-out`; the chunked modes get
+//! `grad_rel_diff_vs_op_by_op` = max over all gradient entries of |a − b| / max |b|, b = op by
+//! op (when `op_by_op` is among the modes).
 use cotangent::{self as ct, Array, DType};
 use cotangent_bench::{self as cb, serde_json::json, Args, Rng};
 
@@ -139,7 +156,12 @@ fn stepwise_body(d: Dims) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clo
 /// `x[.., r0..r1, c0..c1]` of a `[.., rows, cols]` array (a view).
 fn block(x: &Array, r0: usize, r1: usize, c0: usize, c1: usize) -> Array {
     let n = x.ndim() as isize;
-    x.slice_axis(n - 2, Some(r0 as isize), Some(r1 as isize), 1).slice_axis(n - 1, Some(c0 as isize), Some(c1 as isize), 1)
+    x.slice_axis(n - 2, Some(r0 as isize), Some(r1 as isize), 1).slice_axis(
+        n - 1,
+        Some(c0 as isize),
+        Some(c1 as isize),
+        1,
+    )
 }
 
 /// `x` with rows `r0..r1` of its `[.., rows, cols]` trailing axes replaced by `rows`.
@@ -159,7 +181,8 @@ fn forward_subst(a: &Array, r: &Array) -> Array {
     let n = a.shape()[a.ndim() - 1];
     let mut x = r.clone();
     for t in 1..n {
-        let xt = block(r, t, t + 1, 0, r.shape()[r.ndim() - 1]) - block(a, t, t + 1, 0, t).matmul(&block(&x, 0, t, 0, x.shape()[x.ndim() - 1]));
+        let xt = block(r, t, t + 1, 0, r.shape()[r.ndim() - 1])
+            - block(a, t, t + 1, 0, t).matmul(&block(&x, 0, t, 0, x.shape()[x.ndim() - 1]));
         x = set_rows(&x, t, t + 1, &xt);
     }
     x
@@ -323,7 +346,7 @@ fn main() -> ct::Result<()> {
     let ts: Vec<usize> = a.nums("t", &[256, 1024, 2048]);
     let d = Dims { h: a.num("heads", 4), dk: a.num("dk", 64), dv: a.num("dv", 64) };
     let c: usize = a.num("chunk", 64);
-    let sub: usize = a.num("sub", 16);
+    let sub: usize = a.num("sub", 8);
     let modes = a.strs("modes", &["op_by_op", "chunked", "chunked_stepwise"]);
     if let Some(mode) = a.str("mode") {
         let t: usize = a.num("child-t", 0);
