@@ -232,7 +232,7 @@ fn wy_body(sub: usize) -> impl Fn(&[Array]) -> Vec<Array> + Send + Sync + Clone 
         let a_mat = k.matmul(&kt) * &m * &strict * &bcol;
         let gam = gc.exp().expand_dims(&[-1]);
         let rhs = &bcol * (&v - &gam * k.matmul(s0));
-        let u = if sub <= 1 || len % sub != 0 || len <= sub {
+        let u = if sub <= 1 || !len.is_multiple_of(sub) || len <= sub {
             forward_subst(&a_mat, &rhs)
         } else {
             let nb = len / sub;
