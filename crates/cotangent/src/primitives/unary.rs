@@ -113,12 +113,7 @@ fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
     use UnaryOp::*;
     if T::DTYPE == DType::F32 {
         if let Some(f) = vector_func(op) {
-            return unary_apply_slices::<f32>(
-                x,
-                shape,
-                |s, d| vmath::apply(f, s, d),
-                |v| vmath::apply_in_place(f, v),
-            );
+            return unary_apply_slices::<f32>(x, shape, |s, d| vmath::apply(f, s, d), |v| vmath::apply_in_place(f, v));
         }
     }
     macro_rules! m {

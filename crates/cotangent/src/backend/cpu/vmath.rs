@@ -39,15 +39,25 @@
 //!
 //! # Measured error (`tests/vmath.rs`)
 //!
-//! Against the `f64` standard library on every 4097th `f32` bit pattern plus dense samples near
-//! zero, 1, −1 and the overflow/underflow thresholds, with every instruction set variant the
-//! machine has: at most 0.5 ulp plus the reference's own error for every function (the tests
-//! assert ≤ 2 ulp for `exp`/`expm1`/`ln`/`ln_1p` and ≤ 3 ulp for `tanh`/`sigmoid`, counting
-//! subnormal results in units of the smallest subnormal).
+//! Against the `f64` standard library on every 4097th `f32` bit pattern (1,048,321 inputs) plus
+//! ~600,000 dense samples near zero (subnormals included), ±1 and the overflow/underflow
+//! thresholds, for each of the AVX-512, AVX2 and portable variants: the largest error of every
+//! function is 0.500 ulp, i.e. every sampled result is the correctly rounded one (the tests
+//! assert the contract, ≤ 2 ulp for `exp`/`expm1`/`ln`/`ln_1p` and ≤ 3 ulp for
+//! `tanh`/`sigmoid`, counting subnormal results in units of the smallest subnormal).
+//!
+//! # Speed
+//!
+//! Single thread, ns per element on an AMD EPYC (AVX-512), 1M elements: exp 0.37 (glibc
+//! `expf` loop 1.80), expm1 0.43 (6.56), ln 0.77 (1.79), ln_1p 0.62 (5.10), tanh 0.57 (8.53),
+//! sigmoid 0.47 (2.36); the AVX2 variant takes about 1.8× the AVX-512 time. The portable
+//! variant (SSE2, no FMA; only for x86 CPUs without AVX2, and non-x86) takes 2.2–2.9 ns: up to
+//! 1.5× slower than glibc for exp/ln, 2–3× faster for expm1/ln_1p/tanh
+//! (`bench/src/bin/vmath.rs`).
 //!
 //! # Dispatch
 //!
-//! One generic `#[inline(always)]` body per function ([`Kernel`]) and one generic slice loop
+//! One generic `#[inline(always)]` body per function (trait `Kernel`) and one generic slice loop
 //! are instantiated three times: inside an `#[target_feature(enable = "avx512f")]` function,
 //! an `"avx2,fma"` one (both with `f64::mul_add`, compiled to FMA instructions there) and a
 //! portable one (separate multiply and add, except on aarch64 where FMA is baseline). The
@@ -256,16 +266,7 @@ fn log_split(u: f64) -> (f64, f64) {
 fn log_combine<M: MulAdd>(k: f64, f: f64) -> f64 {
     let s = f / (2.0 + f);
     let z = s * s;
-    const C: [f64; 8] = [
-        1.0 / 3.0,
-        1.0 / 5.0,
-        1.0 / 7.0,
-        1.0 / 9.0,
-        1.0 / 11.0,
-        1.0 / 13.0,
-        1.0 / 15.0,
-        1.0 / 17.0,
-    ];
+    const C: [f64; 8] = [1.0 / 3.0, 1.0 / 5.0, 1.0 / 7.0, 1.0 / 9.0, 1.0 / 11.0, 1.0 / 13.0, 1.0 / 15.0, 1.0 / 17.0];
     let mut p = C[7];
     for &c in C[..7].iter().rev() {
         p = M::madd(p, z, c);
