@@ -1,7 +1,8 @@
 //! Element-wise unary primitives: one [`Unary`] primitive with an op enum.
 use crate::backend::cpu::buffer::BufferElement;
-use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_map, Operand};
+use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_apply_slices, unary_map, Operand};
 use crate::backend::cpu::math::{erf, erfinv, Float};
+use crate::backend::cpu::vmath;
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
 use crate::{Array, DType, Error, Result};
@@ -95,8 +96,26 @@ impl UnaryOp {
 #[derive(Debug, Clone, Copy)]
 pub struct Unary(pub UnaryOp);
 
+/// The vectorised `f32` kernel of `op`, if there is one.
+fn vector_func(op: UnaryOp) -> Option<vmath::Func> {
+    Some(match op {
+        UnaryOp::Exp => vmath::Func::Exp,
+        UnaryOp::Expm1 => vmath::Func::Expm1,
+        UnaryOp::Log => vmath::Func::Ln,
+        UnaryOp::Log1p => vmath::Func::Ln1p,
+        UnaryOp::Tanh => vmath::Func::Tanh,
+        UnaryOp::Sigmoid => vmath::Func::Sigmoid,
+        _ => return None,
+    })
+}
+
 fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
     use UnaryOp::*;
+    if T::DTYPE == DType::F32 {
+        if let Some(f) = vector_func(op) {
+            return unary_apply_slices::<f32>(x, shape, |s, d| vmath::apply(f, s, d), |v| vmath::apply_in_place(f, v));
+        }
+    }
     macro_rules! m {
         ($f:expr) => {
             unary_apply::<T>(x, shape, $f)

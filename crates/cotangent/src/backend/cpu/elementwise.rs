@@ -243,6 +243,48 @@ pub fn unary_apply<T: BufferElement>(x: Operand, shape: &[usize], f: impl Fn(T) 
     }
 }
 
+/// Like [`unary_apply`] with a slice kernel: `f(src, dst)` writes `dst[i] = g(src[i])` and
+/// `f_in_place(v)` does `v[i] = g(v[i])` (vectorised kernels, e.g. [`super::vmath`]). A donated
+/// buffer is overwritten, a contiguous view is mapped into a new buffer, and a strided view is
+/// first copied into a contiguous one (so every layout gives the same bits). Slices at or above
+/// [`PARALLEL_THRESHOLD`] are split over rayon in fixed chunks.
+pub fn unary_apply_slices<T: BufferElement>(
+    x: Operand,
+    shape: &[usize],
+    f: impl Fn(&[T], &mut [T]) + Sync + Send,
+    f_in_place: impl Fn(&mut [T]) + Sync + Send,
+) -> Data {
+    let in_place = |v: &mut [T]| {
+        if v.len() >= PARALLEL_THRESHOLD {
+            v.par_chunks_mut(CHUNK).for_each(&f_in_place);
+        } else {
+            f_in_place(v);
+        }
+    };
+    match x.donated::<T>(shape) {
+        Ok(mut d) => {
+            in_place(d.unique_slice_mut::<T>(shape).expect("checked by donated"));
+            dense(d, shape)
+        }
+        Err(x) => match x.data().contiguous_slice::<T>(shape) {
+            Some(s) => {
+                let mut out = vec![T::default(); s.len()];
+                if s.len() >= PARALLEL_THRESHOLD {
+                    out.par_chunks_mut(CHUNK).zip(s.par_chunks(CHUNK)).for_each(|(o, s)| f(s, o));
+                } else {
+                    f(s, &mut out);
+                }
+                Data::from_vec(out, shape)
+            }
+            None => {
+                let mut v = x.data().to_contiguous::<T>(shape).into_owned();
+                in_place(&mut v);
+                Data::from_vec(v, shape)
+            }
+        },
+    }
+}
+
 /// `f` of every element of `src` (shape `shape`, type `S`), written into `dst` when it is an
 /// owned buffer of type `U` that fits, else into a new buffer (a conversion, e.g. f32 → f16).
 pub fn convert_into<S: BufferElement, U: BufferElement>(

@@ -8,5 +8,6 @@ pub mod matmul;
 pub mod random;
 pub mod reduce;
 pub mod strided;
+pub mod vmath;
 
 pub use buffer::{Buffer, Data};
