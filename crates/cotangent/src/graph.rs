@@ -59,13 +59,13 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     // backward chain ran at the very end and kept every recomputed segment alive.
     // Consuming the tape releases each node as it goes.
     tape.sort_by_key(|n| n.seq);
-    // Runs on the calling thread. (Handing large evaluations to a rayon worker, so parallel
-    // kernels would not wake the pool and sleep, sped up a loop of small products by a third
-    // but put buffers and graph nodes in two malloc arenas: the training example's peak memory
-    // rose from 98 to 161 MiB. A buffer pool shared by all threads would allow it.)
-    for node in tape {
-        compute(&node);
+    let active = ActiveEval::enter();
+    if active.alone && worth_a_worker_thread(&tape) {
+        run_on_first_worker(move || tape.into_iter().for_each(|node| compute(&node)));
+    } else {
+        tape.into_iter().for_each(|node| compute(&node));
     }
+    drop(active);
     for a in outputs {
         a.computed_data()?;
     }
@@ -115,5 +115,62 @@ fn compute(node: &Arc<Node>) {
     if !node.keeps_inputs() {
         let taken = std::mem::take(&mut *node.inputs.lock().unwrap_or_else(|e| e.into_inner()));
         drop(taken);
+    }
+}
+
+/// Outputs of at least this many elements make a graph worth evaluating on a rayon worker.
+const WORKER_MIN_ELEMENTS: usize = 4096;
+
+/// Whether to evaluate on a rayon worker thread: this thread is not one, the pool has several
+/// threads, and some node is large enough that a kernel may split its work. Small graphs stay
+/// on the calling thread (handing them over costs more than they take).
+fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
+    rayon::current_thread_index().is_none()
+        && rayon::current_num_threads() > 1
+        && tape.iter().any(|n| n.specs.iter().any(|s| crate::shape::numel(&s.shape) >= WORKER_MIN_ELEMENTS))
+}
+
+/// Run `work` on the global pool's first worker thread and wait for it.
+///
+/// A kernel that splits its work over the pool then does part of it on the evaluating thread,
+/// instead of waking the workers and sleeping until they are done (a loop of 32×256 products ran
+/// slower on two threads than on one that way). Always the *same* worker: buffers are allocated
+/// by the thread that evaluates, and glibc keeps freed memory per thread arena, so evaluations
+/// wandering between workers kept one cache of freed buffers per worker (the training example's
+/// peak rose from 98 to 161 MiB when any worker could take an evaluation).
+fn run_on_first_worker(work: impl FnOnce() + Send) {
+    let work = std::sync::Mutex::new(Some(work));
+    rayon::broadcast(|ctx| {
+        if ctx.index() == 0 {
+            if let Some(w) = work.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                w();
+            }
+        }
+    });
+}
+
+/// Evaluations in progress, on all threads.
+static ACTIVE_EVALS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts one evaluation in progress while it lives.
+///
+/// Only an evaluation that starts while no other one is in progress may move to a rayon
+/// worker. A worker waiting inside a kernel steals other pool jobs; if one of them were
+/// another thread's evaluation, it could block on a node this worker is computing further up
+/// its own stack and never return. With at most one evaluation on the pool, the jobs a worker
+/// can steal are kernel pieces, which never wait for a node.
+struct ActiveEval {
+    alone: bool,
+}
+
+impl ActiveEval {
+    fn enter() -> ActiveEval {
+        ActiveEval { alone: ACTIVE_EVALS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) == 0 }
+    }
+}
+
+impl Drop for ActiveEval {
+    fn drop(&mut self) {
+        ACTIVE_EVALS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
