@@ -132,6 +132,11 @@ impl Data {
             return std::borrow::Cow::Borrowed(s);
         }
         let src = self.buf.as_slice::<T>();
+        let nd = shape.len();
+        if nd >= 2 && self.strides[nd - 2] == 1 && self.strides[nd - 1] > 1 && shape[nd - 2] > 1 && !shape.contains(&0)
+        {
+            return std::borrow::Cow::Owned(self.transposed_to_contiguous(shape));
+        }
         let mut out = Vec::with_capacity(crate::shape::numel(shape));
         super::strided::for_each_row(shape, [&self.strides], [self.offset as isize], |[o], n, [s]| {
             if s == 1 {
@@ -143,6 +148,57 @@ impl Data {
             }
         });
         std::borrow::Cow::Owned(out)
+    }
+    /// [`Data::to_contiguous`] of a view whose last two axes are transposed (the second-to-last
+    /// has stride 1, the last a larger positive one), copied in square tiles so that both the reads along the
+    /// source's contiguous axis and the writes stay in cache (a column-by-column gather misses
+    /// the cache on every element once a matrix outgrows it).
+    fn transposed_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Vec<T> {
+        const TILE: usize = 16;
+        let nd = shape.len();
+        let (rows, cols) = (shape[nd - 2], shape[nd - 1]);
+        let col_stride = self.strides[nd - 1];
+        let src = self.buf.as_slice::<T>();
+        let total = crate::shape::numel(shape);
+        let mut out: Vec<T> = Vec::with_capacity(total);
+        let dst = &mut out.spare_capacity_mut()[..total];
+        let mut start = 0;
+        let mut one_matrix = |base: isize| {
+            let dst = &mut dst[start..start + rows * cols];
+            // Bounds of every source index read below (checked once per matrix, not per element).
+            let last = base + (rows - 1) as isize + (cols as isize - 1) * col_stride;
+            assert!(base >= 0 && last >= 0 && (last as usize) < src.len(), "view inside its buffer");
+            let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+            for i0 in (0..rows).step_by(TILE) {
+                for j0 in (0..cols).step_by(TILE) {
+                    let (ie, je) = ((i0 + TILE).min(rows), (j0 + TILE).min(cols));
+                    for j in j0..je {
+                        let col = base + j as isize * col_stride;
+                        for i in i0..ie {
+                            // SAFETY: i < rows and j < cols, and both strides are positive, so
+                            // `base <= col + i <= last`, checked against the buffer above; and
+                            // `i * cols + j < rows * cols = dst.len()`.
+                            unsafe { (*dp.add(i * cols + j)).write(*sp.offset(col + i as isize)) };
+                        }
+                    }
+                }
+            }
+            start += rows * cols;
+        };
+        super::strided::for_each_row(
+            &shape[..nd - 2],
+            [&self.strides[..nd - 2]],
+            [self.offset as isize],
+            |[o], n, [s]| {
+                for b in 0..n as isize {
+                    one_matrix(o + b * s);
+                }
+            },
+        );
+        assert_eq!(start, total, "every matrix of the batch is copied");
+        // SAFETY: the loops above wrote all `total` elements (every (i, j) of every matrix).
+        unsafe { out.set_len(total) };
+        out
     }
     /// Whether this view's buffer is referenced by nobody else, is dense, and covers the whole
     /// buffer — i.e. an element-wise kernel may write its result into it.

@@ -1,0 +1,59 @@
+//! Copies of strided views and products of transposed operands: the tiled transposed-copy path
+//! (a view whose last two axes are swapped) and the matrix product that copies a column-major
+//! right operand first, checked element by element against index arithmetic and an f64 loop.
+use cotangent::Array;
+
+/// Values that identify their position: element `i` of a dense array is `i`.
+fn iota(shape: &[usize]) -> Array {
+    let n: usize = shape.iter().product();
+    Array::from_vec((0..n).map(|i| i as f32).collect::<Vec<f32>>(), shape)
+}
+
+#[test]
+fn transposed_views_copy_exactly() {
+    // sizes around and across the copy's tile size, batched, and sliced (non-zero offset)
+    for &(b, r, c) in &[(1, 2, 3), (1, 16, 16), (3, 37, 45), (2, 64, 33), (1, 129, 70)] {
+        let x = iota(&[b, r, c]);
+        let t = x.transpose(&[0, 2, 1]); // [b, c, r], strides (r*c, 1, c)
+        let got = t.to_vec::<f32>().unwrap();
+        let mut want = Vec::new();
+        for bi in 0..b {
+            for j in 0..c {
+                for i in 0..r {
+                    want.push((bi * r * c + i * c + j) as f32);
+                }
+            }
+        }
+        assert_eq!(got, want, "transpose of [{b}, {r}, {c}]");
+        // a slice of the transposed view: offset start, every other batch-free row
+        let s = t.slice(&[0, 1, 2], &[b as isize, c as isize, r as isize], &[1, 1, 1]);
+        let got = s.to_vec::<f32>().unwrap();
+        let mut want = Vec::new();
+        for bi in 0..b {
+            for j in 1..c {
+                for i in 2..r {
+                    want.push((bi * r * c + i * c + j) as f32);
+                }
+            }
+        }
+        assert_eq!(got, want, "sliced transpose of [{b}, {r}, {c}]");
+    }
+}
+
+#[test]
+fn products_with_a_transposed_right_operand_match_an_f64_loop() {
+    for &(m, k, n) in &[(128, 512, 96), (70, 90, 130), (5, 300, 200)] {
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729) % 997) as f32 / 498.5 - 1.0).collect();
+        let aa = Array::from_vec(a.clone(), &[m, k]);
+        let ww = Array::from_vec(w.clone(), &[n, k]);
+        let c = aa.matmul(&ww.transpose(&[1, 0])).to_vec::<f32>().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * w[j * k + p] as f64).sum();
+                let got = c[i * n + j] as f64;
+                assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "({m},{k},{n}) [{i},{j}]: {got} vs {want}");
+            }
+        }
+    }
+}
