@@ -183,11 +183,13 @@ fn friendly<'a, T: BufferElement>(d: &'a Data, shape: &[usize]) -> std::borrow::
 /// `g @ Wᵀ` of a dense layer) and the product is large enough that copying it row-major first
 /// pays: `gemm`'s packing of a column-major right operand is slow (measured on AVX-512, f32,
 /// 128×512 @ (512×512)ᵀ: 60 GFLOP/s on one thread, against 110 for the row-major operand).
+/// The copy costs k·n against the product's m·k·n, so it is skipped for short left operands
+/// (m < 64: a recurrence's 32×256 @ (256×256)ᵀ spent 8 % of its time re-copying the weight).
 fn column_major_rhs_worth_copying(b: &Data, b_shape: &[usize], a_shape: &[usize]) -> bool {
     let nb = b_shape.len();
     let (k, n) = (b_shape[nb - 2], b_shape[nb - 1]);
     let m = a_shape[a_shape.len() - 2];
-    b.strides[nb - 2] == 1 && b.strides[nb - 1] != 1 && n > 1 && m * n * k >= GEMM_PARALLEL_FLOPS
+    b.strides[nb - 2] == 1 && b.strides[nb - 1] != 1 && n > 1 && m >= 64 && m * n * k >= GEMM_PARALLEL_FLOPS
 }
 
 fn matmul_typed<T: GemmFloat>(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<T> {
