@@ -12,7 +12,7 @@ fn iota(shape: &[usize]) -> Array {
 #[test]
 fn transposed_views_copy_exactly() {
     // sizes around and across the copy's tile size, batched, and sliced (non-zero offset)
-    for &(b, r, c) in &[(1, 2, 3), (1, 16, 16), (3, 37, 45), (2, 64, 33), (1, 129, 70)] {
+    for &(b, r, c) in &[(1, 2, 3), (1, 16, 16), (3, 37, 45), (2, 64, 33), (1, 129, 70), (2, 300, 261)] {
         let x = iota(&[b, r, c]);
         let t = x.transpose(&[0, 2, 1]); // [b, c, r], strides (r*c, 1, c)
         let got = t.to_vec::<f32>().unwrap();

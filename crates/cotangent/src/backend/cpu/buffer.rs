@@ -150,14 +150,16 @@ impl Data {
         std::borrow::Cow::Owned(out)
     }
     /// [`Data::to_contiguous`] of a view whose last two axes are transposed (the second-to-last
-    /// has stride 1, the last a larger positive one), copied in square tiles so that both the reads along the
-    /// source's contiguous axis and the writes stay in cache (a column-by-column gather misses
-    /// the cache on every element once a matrix outgrows it).
+    /// has stride 1, the last a larger positive one), copied in square tiles so that both the
+    /// reads along the source's contiguous axis and the writes stay in cache (a column-by-column
+    /// gather misses the cache on every element once a matrix outgrows it). Bands of output rows
+    /// are copied in parallel for large matrices.
     fn transposed_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Vec<T> {
+        use rayon::prelude::*;
         const TILE: usize = 16;
         let nd = shape.len();
         let (rows, cols) = (shape[nd - 2], shape[nd - 1]);
-        let col_stride = self.strides[nd - 1];
+        let col_stride = self.strides[nd - 1] as usize;
         let src = self.buf.as_slice::<T>();
         let total = crate::shape::numel(shape);
         let mut out: Vec<T> = Vec::with_capacity(total);
@@ -165,23 +167,27 @@ impl Data {
         let mut start = 0;
         let mut one_matrix = |base: isize| {
             let dst = &mut dst[start..start + rows * cols];
-            // Bounds of every source index read below (checked once per matrix, not per element).
-            let last = base + (rows - 1) as isize + (cols as isize - 1) * col_stride;
-            assert!(base >= 0 && last >= 0 && (last as usize) < src.len(), "view inside its buffer");
-            let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
-            for i0 in (0..rows).step_by(TILE) {
+            // Every source index read below lies in `base ..= last` (both strides positive).
+            let last = base + (rows - 1) as isize + ((cols - 1) * col_stride) as isize;
+            assert!(base >= 0 && (last as usize) < src.len(), "view inside its buffer");
+            let src = &src[base as usize..=last as usize];
+            // Output rows `i0 .. i0 + band.len() / cols`: element (i, j) is source `i + j * col_stride`.
+            let copy_band = |(b, band): (usize, &mut [std::mem::MaybeUninit<T>])| {
+                let i0 = b * TILE;
+                let ie = i0 + band.len() / cols;
                 for j0 in (0..cols).step_by(TILE) {
-                    let (ie, je) = ((i0 + TILE).min(rows), (j0 + TILE).min(cols));
-                    for j in j0..je {
-                        let col = base + j as isize * col_stride;
-                        for i in i0..ie {
-                            // SAFETY: i < rows and j < cols, and both strides are positive, so
-                            // `base <= col + i <= last`, checked against the buffer above; and
-                            // `i * cols + j < rows * cols = dst.len()`.
-                            unsafe { (*dp.add(i * cols + j)).write(*sp.offset(col + i as isize)) };
+                    for j in j0..(j0 + TILE).min(cols) {
+                        let col = &src[j * col_stride + i0..j * col_stride + ie];
+                        for (i, &v) in col.iter().enumerate() {
+                            band[i * cols + j].write(v);
                         }
                     }
                 }
+            };
+            if rows * cols >= super::elementwise::PARALLEL_THRESHOLD {
+                dst.par_chunks_mut(TILE * cols).enumerate().for_each(copy_band);
+            } else {
+                dst.chunks_mut(TILE * cols).enumerate().for_each(copy_band);
             }
             start += rows * cols;
         };

@@ -1,8 +1,9 @@
 //! Matrix products: batched, broadcasting over batch axes, on strided views.
 //!
 //! Floats (`f32`, `f64`, `f16`) go through the [`gemm`] crate with the inputs' own row and
-//! column strides, so transposed views are multiplied without a copy; `bf16` is computed through
-//! `f32`. Batch axes are walked with stride arithmetic (broadcast batch axes have stride 0), never
+//! column strides, so transposed views are multiplied without a copy (except a column-major
+//! right operand of a tall product: `column_major_rhs_worth_copying`); `bf16` is computed
+//! through `f32`. Batch axes are walked with stride arithmetic (broadcast batch axes have stride 0), never
 //! materialised. Integers and `bool` use a plain loop (wrapping integer arithmetic, as numpy;
 //! `bool` is "or of ands").
 //!
