@@ -14,28 +14,24 @@ fn transposed_views_copy_exactly() {
     // sizes around and across the copy's tile size, batched, and sliced (non-zero offset)
     for &(b, r, c) in &[(1, 2, 3), (1, 16, 16), (3, 37, 45), (2, 64, 33), (1, 129, 70), (2, 300, 261)] {
         let x = iota(&[b, r, c]);
-        let t = x.transpose(&[0, 2, 1]); // [b, c, r], strides (r*c, 1, c)
-        let got = t.to_vec::<f32>().unwrap();
-        let mut want = Vec::new();
-        for bi in 0..b {
-            for j in 0..c {
-                for i in 0..r {
-                    want.push((bi * r * c + i * c + j) as f32);
+        // t: [b, c, r] with strides (r*c, 1, c)
+        let t = x.transpose(&[0, 2, 1]);
+        // the transposed view's elements from column `j0` and row `i0` on, in row-major order
+        let expected = |j0: usize, i0: usize| -> Vec<f32> {
+            let mut want = Vec::new();
+            for bi in 0..b {
+                for j in j0..c {
+                    for i in i0..r {
+                        want.push((bi * r * c + i * c + j) as f32);
+                    }
                 }
             }
-        }
-        assert_eq!(got, want, "transpose of [{b}, {r}, {c}]");
-        // a slice of the transposed view: offset start, every other batch-free row
+            want
+        };
+        assert_eq!(t.to_vec::<f32>().unwrap(), expected(0, 0), "transpose of [{b}, {r}, {c}]");
+        // a slice of the transposed view (non-zero offset)
         let s = t.slice(&[0, 1, 2], &[b as isize, c as isize, r as isize], &[1, 1, 1]);
-        let got = s.to_vec::<f32>().unwrap();
-        let mut want = Vec::new();
-        for bi in 0..b {
-            for j in 1..c {
-                for i in 2..r {
-                    want.push((bi * r * c + i * c + j) as f32);
-                }
-            }
-        }
+        let (got, want) = (s.to_vec::<f32>().unwrap(), expected(1, 2));
         assert_eq!(got, want, "sliced transpose of [{b}, {r}, {c}]");
     }
 }
