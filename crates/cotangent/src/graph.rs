@@ -169,7 +169,7 @@ fn run_on_first_worker(work: impl FnOnce() + Send) {
                     idle = 0;
                 } else {
                     idle = idle.wrapping_add(1);
-                    if idle % 64 == 0 {
+                    if idle.is_multiple_of(64) {
                         // let other runnable threads of the machine have the core now and then
                         std::thread::yield_now();
                     } else {

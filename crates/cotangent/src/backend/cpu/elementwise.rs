@@ -23,10 +23,13 @@ pub fn broadcast_strides(in_shape: &[usize], in_strides: &[isize], out_shape: &[
 /// A new vector of `len` elements, written by `fill(start, chunk)` for consecutive chunks of
 /// [`CHUNK`] elements (in parallel at or above [`PARALLEL_THRESHOLD`], else one call for all).
 ///
-/// The buffer is not zeroed first: `fill` must write every element of each chunk it is handed
-/// (`chunk[i]` is element `start + i`). Skipping the zeroing saves a pass over the output, which
-/// for large memory-bound kernels is a third of their traffic.
-pub fn new_vec_with<U: Copy + Send + Sync>(
+/// The buffer is not zeroed first (that saves a pass over the output, a third of the traffic of
+/// a large memory-bound kernel).
+///
+/// # Safety
+/// `fill` must write every element of each chunk it is handed (`chunk[i]` is element
+/// `start + i`); the result is read as `len` initialised values.
+pub unsafe fn new_vec_with<U: Copy + Send + Sync>(
     len: usize,
     fill: impl Fn(usize, &mut [std::mem::MaybeUninit<U>]) + Sync + Send,
 ) -> Vec<U> {
@@ -39,7 +42,7 @@ pub fn new_vec_with<U: Copy + Send + Sync>(
         fill(0, &mut out);
     }
     let mut out = std::mem::ManuallyDrop::new(out);
-    // SAFETY: `fill` wrote every element (its contract), so all `len` elements are initialised
+    // SAFETY: `fill` wrote every element (the caller's promise), so all `len` elements are initialised
     // `U`s; `MaybeUninit<U>` has the size and alignment of `U`, and the allocation, length and
     // capacity are the original vector's, whose ownership moves to the new one.
     unsafe { Vec::from_raw_parts(out.as_mut_ptr() as *mut U, len, out.capacity()) }
@@ -48,11 +51,15 @@ pub fn new_vec_with<U: Copy + Send + Sync>(
 /// Map a contiguous slice into a new vector, in parallel for large inputs.
 #[inline]
 pub fn map_slice<T: Copy + Send + Sync, U: Copy + Send + Sync>(src: &[T], f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
-    new_vec_with(src.len(), |start, out| {
-        for (o, &s) in out.iter_mut().zip(&src[start..]) {
-            o.write(f(s));
-        }
-    })
+    // SAFETY: each chunk of the output is zipped with the source elements at the same positions,
+    // and the source has exactly `len` elements, so every output element is written.
+    unsafe {
+        new_vec_with(src.len(), |start, out| {
+            for (o, &s) in out.iter_mut().zip(&src[start..]) {
+                o.write(f(s));
+            }
+        })
+    }
 }
 
 /// `f(x, y)` for every `x` of a contiguous slice and one `y`, in a new vector. The scalar is a
@@ -70,7 +77,8 @@ fn map_slice_scalar<T: Copy + Send + Sync, U: Copy + Send + Sync>(
             o.write(f(s, y));
         }
     }
-    new_vec_with(src.len(), |start, out| run(out, &src[start..], y, &f))
+    // SAFETY: as in `map_slice`: the source has `len` elements, zipped position by position.
+    unsafe { new_vec_with(src.len(), |start, out| run(out, &src[start..], y, &f)) }
 }
 
 /// Apply `f` to every element of a (possibly strided) input; the result is contiguous.
@@ -108,11 +116,15 @@ pub fn binary_map<T: BufferElement, U: BufferElement>(
     let sb = b.contiguous_slice::<T>(b_shape);
     match (sa, sb) {
         (Some(x), Some(y)) if an == n && bn == n => {
-            return new_vec_with(n, |start, out| {
-                for ((o, &x), &y) in out.iter_mut().zip(&x[start..]).zip(&y[start..]) {
-                    o.write(f(x, y));
-                }
-            });
+            // SAFETY: both inputs have `n` elements (checked by the match guard), zipped with
+            // the output position by position, so every output element is written.
+            return unsafe {
+                new_vec_with(n, |start, out| {
+                    for ((o, &x), &y) in out.iter_mut().zip(&x[start..]).zip(&y[start..]) {
+                        o.write(f(x, y));
+                    }
+                })
+            };
         }
         (Some(x), _) if an == n && bn == 1 => {
             let y = b.buf.as_slice::<T>()[b.offset];
