@@ -11,6 +11,7 @@ use crate::array::{Node, NodeKind};
 use crate::{Array, Error, Result};
 use smallvec::SmallVec;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Nodes reachable from `outputs` in post-order (inputs before consumers), not descending into
@@ -61,7 +62,12 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     tape.sort_by_key(|n| n.seq);
     let active = ActiveEval::enter();
     if active.alone && worth_a_worker_thread(&tape) {
-        run_on_first_worker(move || tape.into_iter().for_each(|node| compute(&node)));
+        run_on_first_worker(move |progress| {
+            tape.into_iter().for_each(|node| {
+                compute(&node);
+                progress.fetch_add(1, Ordering::Relaxed);
+            })
+        });
     } else {
         tape.into_iter().for_each(|node| compute(&node));
     }
@@ -139,14 +145,22 @@ fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
 /// wandering between workers kept one cache of freed buffers per worker (the training example's
 /// peak rose from 98 to 161 MiB when any worker could take an evaluation).
 ///
-/// The other workers do not go back to sleep while the evaluation runs: they spin, running any
-/// kernel piece the evaluating worker offers (`rayon::yield_now`), so a kernel that splits its
-/// work finds them awake. Sleeping between the single-threaded stretches of a step and being
-/// woken for the next product cost a quarter of a loop of 32×256 products in scheduler time
-/// (custom_vjp bench, best of 10, four interleaved pairs: 43–52 ms spinning, 53–60 ms not).
-/// The price: during a large evaluation every pool thread keeps its core busy.
-fn run_on_first_worker(work: impl FnOnce() + Send) {
-    use std::sync::atomic::{AtomicBool, Ordering};
+/// The other workers do not go back to sleep while the evaluation makes progress: they spin,
+/// running any kernel piece the evaluating worker offers (`rayon::yield_now`), so a kernel that
+/// splits its work finds them awake. Sleeping between the single-threaded stretches of a step
+/// and being woken for the next product cost a quarter of a loop of 32×256 products in
+/// scheduler time (custom_vjp bench, best of 10, four interleaved pairs: 43–52 ms spinning,
+/// 53–60 ms not). The price: during a large evaluation every pool thread keeps its core busy.
+///
+/// `work` counts the nodes it has computed in the counter it is given, and a spinning worker
+/// stops spinning once that count has not moved for [`SPIN_WITHOUT_PROGRESS`]. That bound is
+/// what keeps this free of deadlock: a worker can start its spinning job while it is inside a
+/// kernel piece stolen from the evaluating worker (rayon runs a thread's broadcast job whenever
+/// the thread looks for local work, also while it waits inside a join). The evaluating worker
+/// then waits for that piece, which lies below the spinning job on the spinner's stack, so it
+/// makes no progress; the spinner notices, returns, and the piece completes. (Without the bound
+/// this hung after a few seconds of repeated 64×256 products: tests/pool_evaluation.rs.)
+fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
     /// Marks the evaluation finished when dropped, also when it panics.
     struct Finished<'a>(&'a AtomicBool);
     impl Drop for Finished<'_> {
@@ -156,33 +170,56 @@ fn run_on_first_worker(work: impl FnOnce() + Send) {
     }
     let work = std::sync::Mutex::new(Some(work));
     let done = AtomicBool::new(false);
+    let progress = AtomicUsize::new(0);
     rayon::broadcast(|ctx| {
         if ctx.index() == 0 {
             let _finished = Finished(&done);
-            if let Some(w) = work.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                w();
+            let w = work.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(w) = w {
+                w(&progress);
             }
         } else {
-            let mut idle = 0u32;
-            while !done.load(Ordering::Acquire) {
-                if let Some(rayon::Yield::Executed) = rayon::yield_now() {
-                    idle = 0;
-                } else {
-                    idle = idle.wrapping_add(1);
-                    if idle.is_multiple_of(64) {
-                        // let other runnable threads of the machine have the core now and then
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
-            }
+            spin_while_progressing(&done, &progress);
         }
     });
 }
 
+/// How long a spinning worker waits for the evaluating worker to finish a node before it stops
+/// spinning (see [`run_on_first_worker`]). Nodes of the workloads that gain from spinning take
+/// tens to hundreds of microseconds; a longer node only loses the spinning for the rest of its
+/// evaluation (its kernel pieces still reach the worker through rayon's usual wake-up).
+const SPIN_WITHOUT_PROGRESS: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Run offered kernel pieces until `done`, or until `progress` has not moved for
+/// [`SPIN_WITHOUT_PROGRESS`].
+fn spin_while_progressing(done: &AtomicBool, progress: &AtomicUsize) {
+    let mut seen = progress.load(Ordering::Relaxed);
+    let mut since = std::time::Instant::now();
+    let mut idle = 0u32;
+    while !done.load(Ordering::Acquire) {
+        if let Some(rayon::Yield::Executed) = rayon::yield_now() {
+            idle = 0;
+            continue;
+        }
+        idle = idle.wrapping_add(1);
+        if !idle.is_multiple_of(64) {
+            std::hint::spin_loop();
+            continue;
+        }
+        let now = progress.load(Ordering::Relaxed);
+        if now != seen {
+            seen = now;
+            since = std::time::Instant::now();
+        } else if since.elapsed() > SPIN_WITHOUT_PROGRESS {
+            return;
+        }
+        // let other runnable threads of the machine have the core now and then
+        std::thread::yield_now();
+    }
+}
+
 /// Evaluations in progress, on all threads.
-static ACTIVE_EVALS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static ACTIVE_EVALS: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts one evaluation in progress while it lives.
 ///
@@ -197,12 +234,12 @@ struct ActiveEval {
 
 impl ActiveEval {
     fn enter() -> ActiveEval {
-        ActiveEval { alone: ACTIVE_EVALS.fetch_add(1, std::sync::atomic::Ordering::AcqRel) == 0 }
+        ActiveEval { alone: ACTIVE_EVALS.fetch_add(1, Ordering::AcqRel) == 0 }
     }
 }
 
 impl Drop for ActiveEval {
     fn drop(&mut self) {
-        ACTIVE_EVALS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        ACTIVE_EVALS.fetch_sub(1, Ordering::AcqRel);
     }
 }
