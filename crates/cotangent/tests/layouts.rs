@@ -1,7 +1,7 @@
 //! Copies of strided views and products of transposed operands: the tiled transposed-copy path
 //! (a view whose last two axes are swapped) and the matrix product that copies a column-major
 //! right operand first, checked element by element against index arithmetic and an f64 loop.
-use cotangent::Array;
+use cotangent::{Array, DType};
 
 /// Values that identify their position: element `i` of a dense array is `i`.
 fn iota(shape: &[usize]) -> Array {
@@ -49,6 +49,65 @@ fn products_with_a_transposed_right_operand_match_an_f64_loop() {
                 let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * w[j * k + p] as f64).sum();
                 let got = c[i * n + j] as f64;
                 assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "({m},{k},{n}) [{i},{j}]: {got} vs {want}");
+            }
+        }
+    }
+}
+
+/// A dense array of `values` converted to `dtype` (f32 or f64), stored in row-major order.
+fn stored_as(values: &[f64], shape: &[usize], dtype: DType) -> Array {
+    match dtype {
+        DType::F32 => Array::from_vec(values.iter().map(|&v| v as f32).collect::<Vec<f32>>(), shape),
+        _ => Array::from_vec(values.to_vec(), shape),
+    }
+}
+
+/// Short products (m < 64) with a column-major right operand are computed column-major and
+/// transposed into the output; cover a row-major and a column-major left operand, a batch whose
+/// right operand is broadcast, and f64.
+#[test]
+fn short_products_with_column_major_operands_match_an_f64_loop() {
+    let value = |i: usize, salt: usize| ((i * salt) % 1009) as f64 / 504.5 - 1.0;
+    for &(batch, m, k, n) in &[(1, 32, 256, 256), (1, 2, 64, 48), (3, 17, 40, 100), (2, 40, 128, 33)] {
+        let a: Vec<f64> = (0..batch * m * k).map(|i| value(i, 7919)).collect();
+        let w: Vec<f64> = (0..n * k).map(|i| value(i, 104729)).collect();
+        // w is stored [n, k]; its transpose is the column-major [k, n] right operand
+        let wt = |dtype| stored_as(&w, &[n, k], dtype).transpose(&[1, 0]);
+        let want =
+            |bi: usize, i: usize, j: usize| -> f64 { (0..k).map(|p| a[(bi * m + i) * k + p] * w[j * k + p]).sum() };
+        for (column_major_left, dtype) in
+            [(false, DType::F64), (true, DType::F64), (false, DType::F32), (true, DType::F32)]
+        {
+            let left = if column_major_left {
+                // the same values stored [batch, k, m], viewed as [batch, m, k]
+                let mut transposed = vec![0.0; batch * m * k];
+                for bi in 0..batch {
+                    for i in 0..m {
+                        for p in 0..k {
+                            transposed[(bi * k + p) * m + i] = a[(bi * m + i) * k + p];
+                        }
+                    }
+                }
+                stored_as(&transposed, &[batch, k, m], dtype).transpose(&[0, 2, 1])
+            } else {
+                stored_as(&a, &[batch, m, k], dtype)
+            };
+            {
+                let c = left.matmul(&wt(dtype)).astype(DType::F64).to_vec::<f64>().unwrap();
+                assert_eq!(c.len(), batch * m * n);
+                let tol = if dtype == DType::F64 { 1e-10 } else { 1e-4 };
+                for bi in 0..batch {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (got, expect) = (c[(bi * m + i) * n + j], want(bi, i, j));
+                            assert!(
+                                (got - expect).abs() <= tol * (1.0 + expect.abs()),
+                                "{dtype:?} batch {batch} ({m},{k},{n}) left column-major {column_major_left} \
+                                 [{bi},{i},{j}]: {got} vs {expect}"
+                            );
+                        }
+                    }
+                }
             }
         }
     }

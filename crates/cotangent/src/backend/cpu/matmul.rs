@@ -224,6 +224,8 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
     let one = |dst: &mut [std::mem::MaybeUninit<T>], (oa, ob): (isize, isize), par: gemm::Parallelism| {
         if flops < SMALL_FLOPS {
             small_loop::<T>(g, sa, oa, sb, ob, dst);
+        } else if column_major_output_cheaper(g) {
+            product_through_column_major(g, sa, oa, sb, ob, dst, par);
         } else {
             // SAFETY: every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa` because
             // the strides and offset describe a valid view of that buffer (likewise for `b`);
@@ -265,6 +267,72 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         }
     } else {
         out.par_chunks_mut(mn).zip(offs.par_iter()).for_each(|(dst, &o)| one(dst, o, gemm::Parallelism::None));
+    }
+}
+
+/// Whether one product is cheaper computed into a column-major scratch matrix and transposed
+/// into the row-major output than written row-major directly.
+///
+/// `gemm`'s micro-kernel wants a column-major left operand; for a row-major output it computes
+/// `Cᵀ = Bᵀ Aᵀ`, whose left operand `Bᵀ` is column-major only when `B` is row-major. When `B`
+/// is column-major (a transposed view, as the weight in the backward `g @ Wᵀ` of a dense layer)
+/// that orientation packs all k·n elements of `B` with a strided gather on every call. The
+/// column-major orientation `C = A B` instead reads `B` in place (its columns are contiguous) and
+/// packs only `A` (m·k elements, none if `A` is column-major too), at the price of transposing
+/// the m·n output. Chosen when that moves fewer elements.
+fn column_major_output_cheaper(g: &Geometry) -> bool {
+    let b_column_major = g.b_rs == 1 && g.b_cs != 1 && g.n > 1;
+    let a_packing = if g.a_rs == 1 { 0 } else { g.m * g.k };
+    b_column_major && g.m > 1 && a_packing + g.m * g.n < g.k * g.n
+}
+
+/// One product computed column-major into a scratch matrix, then transposed into `dst`
+/// (row-major m×n); see [`column_major_output_cheaper`].
+fn product_through_column_major<T: GemmFloat>(
+    g: &Geometry,
+    sa: &[T],
+    oa: isize,
+    sb: &[T],
+    ob: isize,
+    dst: &mut [std::mem::MaybeUninit<T>],
+    par: gemm::Parallelism,
+) {
+    const TILE: usize = 16;
+    let (m, n) = (g.m, g.n);
+    let mut scratch: Vec<T> = Vec::with_capacity(m * n);
+    // SAFETY: as in `products_into`; the scratch holds m*n elements, written with row stride 1
+    // and column stride m (column-major), every one of them (`read_dst = false`).
+    unsafe {
+        gemm::gemm::<T>(
+            m,
+            n,
+            g.k,
+            scratch.as_mut_ptr(),
+            m as isize,
+            1,
+            false,
+            sa.as_ptr().offset(oa),
+            g.a_cs,
+            g.a_rs,
+            sb.as_ptr().offset(ob),
+            g.b_cs,
+            g.b_rs,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            par,
+        );
+        scratch.set_len(m * n);
+    }
+    for i0 in (0..m).step_by(TILE) {
+        let ie = (i0 + TILE).min(m);
+        for (j, column) in scratch.chunks_exact(m).enumerate() {
+            for (i, &v) in column[i0..ie].iter().enumerate() {
+                dst[(i0 + i) * n + j].write(v);
+            }
+        }
     }
 }
 
