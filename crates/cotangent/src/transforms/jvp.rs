@@ -2,8 +2,8 @@
 use super::vjp::trace;
 use super::{check_like, traced_by, IntoOutputs};
 use crate::graph::topo_order;
+use crate::graph::IdMap;
 use crate::{Array, Error, Result};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Jacobian-vector product: the outputs of `f(primals)` and their tangents given one tangent
@@ -28,13 +28,13 @@ where
     }
     let t = trace(&f, primals)?;
     let token = &t.guard.0;
-    let mut tan: HashMap<(usize, usize), Array> = HashMap::new();
+    let mut tan: IdMap<(usize, usize), Array> = IdMap::default();
     for (x, v) in t.tracers.iter().zip(tangents) {
         if x.dtype().is_float() {
             tan.insert(x.id(), v.clone());
         }
     }
-    let tracer_ids: std::collections::HashSet<usize> = t.tracers.iter().map(|a| a.node_id()).collect();
+    let tracer_ids: crate::graph::IdSet<usize> = t.tracers.iter().map(|a| a.node_id()).collect();
     let tape = topo_order(&t.outputs, |n| !traced_by(n, token) || tracer_ids.contains(&(n as *const _ as usize)));
     for node in &tape {
         let id = Arc::as_ptr(node) as *const u8 as usize;

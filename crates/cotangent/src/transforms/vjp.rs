@@ -2,10 +2,10 @@
 use super::{call, check_like, make_tracers, traced_by, IntoOutputs};
 use crate::array::{TraceGuard, TraceToken};
 use crate::graph::topo_order;
+use crate::graph::IdMap;
 use crate::primitive::AsAny;
 use crate::primitives::shape::ScatterSlices;
 use crate::{Array, Error, Result};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A traced call: the tracers, the outputs, and the token marking what was built on them.
@@ -31,8 +31,8 @@ where
 /// Cotangents of the tracers given cotangents of some outputs (`None`: no cotangent).
 pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<Array>> {
     let token = &t.guard.0;
-    let tracer_ids: std::collections::HashSet<usize> = t.tracers.iter().map(|a| a.node_id()).collect();
-    let mut cots: HashMap<(usize, usize), Contributions> = HashMap::new();
+    let tracer_ids: crate::graph::IdSet<usize> = t.tracers.iter().map(|a| a.node_id()).collect();
+    let mut cots: IdMap<(usize, usize), Contributions> = IdMap::default();
     let mut seeded = Vec::new();
     for (o, c) in t.outputs.iter().zip(cotangents) {
         if let Some(c) = c {
@@ -169,11 +169,11 @@ impl Contributions {
     }
 }
 
-fn accumulate(map: &mut HashMap<(usize, usize), Contributions>, key: (usize, usize), g: Array) {
+fn accumulate(map: &mut IdMap<(usize, usize), Contributions>, key: (usize, usize), g: Array) {
     map.entry(key).or_default().add(g);
 }
 
-fn take_total(map: &mut HashMap<(usize, usize), Contributions>, key: &(usize, usize)) -> Option<Array> {
+fn take_total(map: &mut IdMap<(usize, usize), Contributions>, key: &(usize, usize)) -> Option<Array> {
     map.remove(key).and_then(Contributions::total)
 }
 

@@ -3,9 +3,9 @@
 use super::{traced_by, IntoOutputs};
 use crate::array::{TraceGuard, TraceToken};
 use crate::graph::topo_order;
+use crate::graph::IdMap;
 use crate::shape::normalize_axis;
 use crate::{Array, Error, Result};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Vectorise `f` over a batch axis.
@@ -62,7 +62,7 @@ where
     let token = TraceToken::new();
     let _guard = TraceGuard(token.clone());
     let mut batch: Option<usize> = None;
-    let mut map: HashMap<(usize, usize), (Array, Option<usize>)> = HashMap::new();
+    let mut map: IdMap<(usize, usize), (Array, Option<usize>)> = IdMap::default();
     let mut placeholders = Vec::with_capacity(args.len());
     for (i, x) in args.iter().enumerate() {
         match axis_of(i) {
