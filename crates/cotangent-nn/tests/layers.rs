@@ -201,6 +201,41 @@ fn gated_delta_recurrent_and_chunked_match_loops() {
     assert_close(&vals(&ch), &want, 1e-4, "chunked f32");
 }
 
+/// Strongly correlated keys, writes of strength near 1 and almost no decay make the chunk's
+/// triangular system `(I + A) δ = r` nearly all ones below the diagonal: its inverse stays
+/// bounded, but powers of `A` grow like `C^p / p!`, so a solve through them loses every digit in
+/// f32 for long chunks. The chunked form must match the f64 loops there too.
+#[test]
+fn gated_delta_chunked_is_accurate_for_correlated_keys() {
+    let (b, h, t, dk, dv) = (1, 2, 64, 8, 4);
+    let base = rand(40, &[b, h, 1, dk]);
+    let k = activations::l2_normalize(&(base + rand(41, &[b, h, t, dk]) * 0.02), 1e-6);
+    let q = activations::l2_normalize(&rand(42, &[b, h, t, dk]), 1e-6);
+    let v = rand(43, &[b, h, t, dv]);
+    let log_g = -activations::softplus(&(rand(44, &[b, h, t]) - 7.0));
+    let beta = (rand(45, &[b, h, t]) * 0.1 + 4.0).sigmoid();
+    let want = delta_reference(&q, &k, &v, &log_g, &beta);
+    let f = |a: &Array| a.astype(DType::F32);
+    for chunk in [64, 16] {
+        let ch = gated_delta_chunked(&q, &k, &v, &log_g, &beta, chunk).unwrap();
+        assert_close(&vals(&ch), &want, 1e-9, &format!("correlated keys, chunked({chunk}) f64"));
+        let ch = gated_delta_chunked(&f(&q), &f(&k), &f(&v), &f(&log_g), &f(&beta), chunk).unwrap();
+        assert_close(&vals(&ch), &want, 2e-5, &format!("correlated keys, chunked({chunk}) f32"));
+    }
+}
+
+#[test]
+fn unit_lower_inverse_inverts() {
+    for c in [1, 2, 3, 8, 37] {
+        let a = rand(50 + c as u64, &[2, c, c]) * ct::tri(c, c, -1, DType::F64);
+        let inv = cotangent_nn::gated_delta::unit_lower_inverse(&a);
+        let eye = ct::eye(c, c, 0, DType::F64);
+        let product = inv.matmul(&(&eye + &a));
+        assert_eq!(product.shape(), &[2, c, c]);
+        assert_close(&vals(&product), &vals(&eye.broadcast_to(&[2, c, c])), 1e-10, &format!("inverse ({c})"));
+    }
+}
+
 #[test]
 fn causal_conv_matches_loops() {
     let x = rand(30, &[2, 7, 3]);
