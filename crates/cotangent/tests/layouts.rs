@@ -112,3 +112,28 @@ fn short_products_with_column_major_operands_match_an_f64_loop() {
         }
     }
 }
+
+/// A row broadcast over the rows of an owned (donated) matrix, and a sum over the leading axis
+/// (a dense layer's bias add and bias gradient), against f64 loops; also with a sliced row.
+#[test]
+fn row_broadcasts_and_leading_axis_sums_match_loops() {
+    let (m, n) = (37, 300);
+    let x: Vec<f32> = (0..m * n).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+    let bias: Vec<f32> = (0..n + 5).map(|i| ((i * 104729) % 997) as f32 / 498.5 - 1.0).collect();
+    let full_bias = Array::from_vec(bias.clone(), &[n + 5]);
+    for offset in [0, 5] {
+        let b = full_bias.slice_axis(0, Some(offset as isize), Some((offset + n) as isize), 1);
+        // `x * 1.0` is an unevaluated temporary: its buffer is donated to the addition
+        let y = (Array::from_vec(x.clone(), &[m, n]) * 1.0 + &b).to_vec::<f32>().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                assert_eq!(y[i * n + j], x[i * n + j] + bias[offset + j], "bias add [{i},{j}]");
+            }
+        }
+    }
+    let sums = Array::from_vec(x.clone(), &[m, n]).sum(&[0], false).to_vec::<f32>().unwrap();
+    for j in 0..n {
+        let want: f64 = (0..m).map(|i| x[i * n + j] as f64).sum();
+        assert!((sums[j] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "sum[{j}]: {} vs {want}", sums[j]);
+    }
+}

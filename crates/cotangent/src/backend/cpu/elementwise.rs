@@ -386,6 +386,9 @@ fn zip_in_place<T: BufferElement>(
         if s == 0 {
             let y = ys[o as usize];
             row.iter_mut().for_each(|x| *x = f(*x, y));
+        } else if s == 1 {
+            // a dense row of the other operand (a bias broadcast over rows): slices vectorise
+            row.iter_mut().zip(&ys[o as usize..o as usize + len]).for_each(|(x, &y)| *x = f(*x, y));
         } else {
             for (k, x) in row.iter_mut().enumerate() {
                 *x = f(*x, ys[(o + k as isize * s) as usize]);

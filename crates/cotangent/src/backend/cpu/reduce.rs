@@ -45,6 +45,13 @@ pub fn reduce_axes<T: BufferElement, A: Copy>(
                 a = combine(a, src[(xi + i * xs) as usize]);
             }
             acc[oi as usize] = a;
+        } else if os == 1 && xs == 1 {
+            // a dense row of the input into a dense row of accumulators (a sum over a leading
+            // axis, as a bias gradient): slices, so the loop vectorises
+            let (oi, xi) = (oi as usize, xi as usize);
+            for (a, &v) in acc[oi..oi + n].iter_mut().zip(&src[xi..xi + n]) {
+                *a = combine(*a, v);
+            }
         } else {
             for i in 0..n as isize {
                 let o = (oi + i * os) as usize;
