@@ -186,12 +186,15 @@ fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
 /// 53–60 ms not). The price: during a large evaluation every pool thread keeps its core busy.
 ///
 /// `work` counts the nodes it has computed in the counter it is given, and a spinning worker
-/// stops spinning once that count has not moved for [`SPIN_WITHOUT_PROGRESS`]. That bound is
+/// stops spinning once that count has not moved, and no kernel piece was offered, for
+/// [`SPIN_WITHOUT_PROGRESS`]. That bound is
 /// what keeps this free of deadlock: a worker can start its spinning job while it is inside a
 /// kernel piece stolen from the evaluating worker (rayon runs a thread's broadcast job whenever
 /// the thread looks for local work, also while it waits inside a join). The evaluating worker
 /// then waits for that piece, which lies below the spinning job on the spinner's stack, so it
-/// makes no progress; the spinner notices, returns, and the piece completes. (Without the bound
+/// makes no progress and offers nothing; the spinner notices, returns, and the piece completes.
+/// (Jobs of other rayon users of the global pool can keep a spinner busy and delay that return
+/// until they run out.) (Without the bound
 /// this hung after a few seconds of repeated 64×256 products: tests/pool_evaluation.rs.)
 fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
     /// Marks the evaluation finished when dropped, also when it panics.
@@ -223,15 +226,18 @@ fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
 /// evaluation (its kernel pieces still reach the worker through rayon's usual wake-up).
 const SPIN_WITHOUT_PROGRESS: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// Run offered kernel pieces until `done`, or until `progress` has not moved for
-/// [`SPIN_WITHOUT_PROGRESS`].
+/// Run offered kernel pieces until `done`, or until for [`SPIN_WITHOUT_PROGRESS`] neither has
+/// `progress` moved nor was there a piece to run.
 fn spin_while_progressing(done: &AtomicBool, progress: &AtomicUsize) {
     let mut seen = progress.load(Ordering::Relaxed);
     let mut since = std::time::Instant::now();
     let mut idle = 0u32;
     while !done.load(Ordering::Acquire) {
         if let Some(rayon::Yield::Executed) = rayon::yield_now() {
+            // a piece of a kernel split over the pool: the evaluation is alive (a single long
+            // product offers pieces round after round without finishing a node)
             idle = 0;
+            since = std::time::Instant::now();
             continue;
         }
         idle = idle.wrapping_add(1);
