@@ -227,32 +227,9 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         } else if column_major_output_cheaper(g) {
             product_through_column_major(g, sa, oa, sb, ob, dst, par);
         } else {
-            // SAFETY: every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa` because
-            // the strides and offset describe a valid view of that buffer (likewise for `b`);
-            // `dst` holds exactly m*n elements written with row stride n and column stride 1.
-            unsafe {
-                gemm::gemm::<T>(
-                    g.m,
-                    g.n,
-                    g.k,
-                    dst.as_mut_ptr() as *mut T,
-                    1,
-                    g.n as isize,
-                    false,
-                    sa.as_ptr().offset(oa),
-                    g.a_cs,
-                    g.a_rs,
-                    sb.as_ptr().offset(ob),
-                    g.b_cs,
-                    g.b_rs,
-                    T::ZERO,
-                    T::ONE,
-                    false,
-                    false,
-                    false,
-                    par,
-                );
-            }
+            // SAFETY: `dst` holds exactly m*n elements, written with row stride n and column
+            // stride 1.
+            unsafe { gemm_into(g, sa, oa, sb, ob, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
         }
     };
     let nbatch = offs.len();
@@ -267,6 +244,53 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         }
     } else {
         out.par_chunks_mut(mn).zip(offs.par_iter()).for_each(|(dst, &o)| one(dst, o, gemm::Parallelism::None));
+    }
+}
+
+/// One product `a @ b` of the geometry `g` (operands at offsets `oa`, `ob` of `sa`, `sb`) written
+/// by `gemm` into `dst` with the given (row, column) strides; every element is overwritten
+/// (`read_dst = false`, so `dst` need not be initialised).
+///
+/// # Safety
+/// `dst` must be valid for writes of the m×n elements that `dst_strides` address. The operand
+/// offsets and strides of `g` must describe valid views of `sa` and `sb` (as built by
+/// [`geometry`]), so that every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa`,
+/// likewise for `b`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into<T: GemmFloat>(
+    g: &Geometry,
+    sa: &[T],
+    oa: isize,
+    sb: &[T],
+    ob: isize,
+    dst: *mut T,
+    dst_strides: (isize, isize),
+    par: gemm::Parallelism,
+) {
+    let (dst_rs, dst_cs) = dst_strides;
+    // SAFETY: the caller's promises above are gemm's requirements.
+    unsafe {
+        gemm::gemm::<T>(
+            g.m,
+            g.n,
+            g.k,
+            dst,
+            dst_cs,
+            dst_rs,
+            false,
+            sa.as_ptr().offset(oa),
+            g.a_cs,
+            g.a_rs,
+            sb.as_ptr().offset(ob),
+            g.b_cs,
+            g.b_rs,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            par,
+        )
     }
 }
 
@@ -300,30 +324,10 @@ fn product_through_column_major<T: GemmFloat>(
     const TILE: usize = 16;
     let (m, n) = (g.m, g.n);
     let mut scratch: Vec<T> = Vec::with_capacity(m * n);
-    // SAFETY: as in `products_into`; the scratch holds m*n elements, written with row stride 1
-    // and column stride m (column-major), every one of them (`read_dst = false`).
+    // SAFETY: the scratch holds m*n elements, written with row stride 1 and column stride m
+    // (column-major), every one of them.
     unsafe {
-        gemm::gemm::<T>(
-            m,
-            n,
-            g.k,
-            scratch.as_mut_ptr(),
-            m as isize,
-            1,
-            false,
-            sa.as_ptr().offset(oa),
-            g.a_cs,
-            g.a_rs,
-            sb.as_ptr().offset(ob),
-            g.b_cs,
-            g.b_rs,
-            T::ZERO,
-            T::ONE,
-            false,
-            false,
-            false,
-            par,
-        );
+        gemm_into(g, sa, oa, sb, ob, scratch.as_mut_ptr(), (1, m as isize), par);
         scratch.set_len(m * n);
     }
     for i0 in (0..m).step_by(TILE) {
