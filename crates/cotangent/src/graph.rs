@@ -187,15 +187,14 @@ fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
 ///
 /// `work` counts the nodes it has computed in the counter it is given, and a spinning worker
 /// stops spinning once that count has not moved, and no kernel piece was offered, for
-/// [`SPIN_WITHOUT_PROGRESS`]. That bound is
-/// what keeps this free of deadlock: a worker can start its spinning job while it is inside a
-/// kernel piece stolen from the evaluating worker (rayon runs a thread's broadcast job whenever
-/// the thread looks for local work, also while it waits inside a join). The evaluating worker
-/// then waits for that piece, which lies below the spinning job on the spinner's stack, so it
-/// makes no progress and offers nothing; the spinner notices, returns, and the piece completes.
-/// (Jobs of other rayon users of the global pool can keep a spinner busy and delay that return
-/// until they run out.) (Without the bound
-/// this hung after a few seconds of repeated 64×256 products: tests/pool_evaluation.rs.)
+/// [`SPIN_WITHOUT_PROGRESS`]. That bound keeps this free of deadlock: a worker can start its
+/// spinning job while it is inside a kernel piece stolen from the evaluating worker (rayon runs a
+/// thread's broadcast job whenever the thread looks for local work, also while it waits inside a
+/// join). The evaluating worker then waits for that piece, which lies below the spinning job on
+/// the spinner's stack, so it makes no progress and offers nothing; the spinner notices, returns,
+/// and the piece completes. Without the bound this hung after a few seconds of repeated 64×256
+/// products (tests/pool_evaluation.rs). Jobs of other users of the global pool can keep a
+/// spinner busy and delay that return until they run out.
 fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
     /// Marks the evaluation finished when dropped, also when it panics.
     struct Finished<'a>(&'a AtomicBool);
@@ -220,10 +219,11 @@ fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
     });
 }
 
-/// How long a spinning worker waits for the evaluating worker to finish a node before it stops
-/// spinning (see [`run_on_first_worker`]). Nodes of the workloads that gain from spinning take
-/// tens to hundreds of microseconds; a longer node only loses the spinning for the rest of its
-/// evaluation (its kernel pieces still reach the worker through rayon's usual wake-up).
+/// How long a spinning worker waits, with no node finished and no kernel piece offered, before
+/// it stops spinning (see [`run_on_first_worker`]). Nodes of the workloads that gain from
+/// spinning take tens to hundreds of microseconds; a longer single-threaded stretch only loses
+/// the spinning for the rest of its evaluation (later kernel pieces still reach the worker
+/// through rayon's usual wake-up).
 const SPIN_WITHOUT_PROGRESS: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Run offered kernel pieces until `done`, or until for [`SPIN_WITHOUT_PROGRESS`] neither has

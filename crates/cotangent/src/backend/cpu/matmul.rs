@@ -222,14 +222,15 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
     let mn = g.m * g.n;
     let flops = g.m * g.n * g.k;
     let one = |dst: &mut [std::mem::MaybeUninit<T>], (oa, ob): (isize, isize), par: gemm::Parallelism| {
+        let ops = Operands { sa, oa, sb, ob };
         if flops < SMALL_FLOPS {
-            small_loop::<T>(g, sa, oa, sb, ob, dst);
+            small_loop::<T>(g, ops, dst);
         } else if column_major_output_cheaper(g) {
-            product_through_column_major(g, sa, oa, sb, ob, dst, par);
+            product_through_column_major(g, ops, dst, par);
         } else {
             // SAFETY: `dst` holds exactly m*n elements, written with row stride n and column
             // stride 1.
-            unsafe { gemm_into(g, sa, oa, sb, ob, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
+            unsafe { gemm_into(g, ops, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
         }
     };
     let nbatch = offs.len();
@@ -247,22 +248,28 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
     }
 }
 
-/// One product `a @ b` of the geometry `g` (operands at offsets `oa`, `ob` of `sa`, `sb`) written
+/// The operands of one product of a batch: both buffers and the offsets of this batch
+/// element's matrices in them (strides are in the [`Geometry`]).
+#[derive(Clone, Copy)]
+struct Operands<'a, T> {
+    sa: &'a [T],
+    oa: isize,
+    sb: &'a [T],
+    ob: isize,
+}
+
+/// One product `a @ b` of the geometry `g` and operands `ops`, written
 /// by `gemm` into `dst` with the given (row, column) strides; every element is overwritten
 /// (`read_dst = false`, so `dst` need not be initialised).
 ///
 /// # Safety
-/// `dst` must be valid for writes of the m×n elements that `dst_strides` address. The operand
-/// offsets and strides of `g` must describe valid views of `sa` and `sb` (as built by
+/// `dst` must be valid for writes of the m×n elements that `dst_strides` address. The offsets of
+/// `ops` and the strides of `g` must describe valid views of `ops.sa` and `ops.sb` (as built by
 /// [`geometry`]), so that every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa`,
 /// likewise for `b`.
-#[allow(clippy::too_many_arguments)]
 unsafe fn gemm_into<T: GemmFloat>(
     g: &Geometry,
-    sa: &[T],
-    oa: isize,
-    sb: &[T],
-    ob: isize,
+    Operands { sa, oa, sb, ob }: Operands<'_, T>,
     dst: *mut T,
     dst_strides: (isize, isize),
     par: gemm::Parallelism,
@@ -314,10 +321,7 @@ fn column_major_output_cheaper(g: &Geometry) -> bool {
 /// (row-major m×n); see [`column_major_output_cheaper`].
 fn product_through_column_major<T: GemmFloat>(
     g: &Geometry,
-    sa: &[T],
-    oa: isize,
-    sb: &[T],
-    ob: isize,
+    ops: Operands<'_, T>,
     dst: &mut [std::mem::MaybeUninit<T>],
     par: gemm::Parallelism,
 ) {
@@ -327,7 +331,7 @@ fn product_through_column_major<T: GemmFloat>(
     // SAFETY: the scratch holds m*n elements, written with row stride 1 and column stride m
     // (column-major), every one of them.
     unsafe {
-        gemm_into(g, sa, oa, sb, ob, scratch.as_mut_ptr(), (1, m as isize), par);
+        gemm_into(g, ops, scratch.as_mut_ptr(), (1, m as isize), par);
         scratch.set_len(m * n);
     }
     for i0 in (0..m).step_by(TILE) {
@@ -345,10 +349,7 @@ fn product_through_column_major<T: GemmFloat>(
 #[inline]
 fn small_loop<T: GemmFloat>(
     g: &Geometry,
-    sa: &[T],
-    oa: isize,
-    sb: &[T],
-    ob: isize,
+    Operands { sa, oa, sb, ob }: Operands<'_, T>,
     dst: &mut [std::mem::MaybeUninit<T>],
 ) {
     let mut acc = [<T::Acc>::default(); 64];
