@@ -150,10 +150,9 @@ impl Data {
         std::borrow::Cow::Owned(out)
     }
     /// [`Data::to_contiguous`] of a view whose last two axes are transposed (the second-to-last
-    /// has stride 1, the last a larger positive one), copied in square tiles so that both the
-    /// reads along the source's contiguous axis and the writes stay in cache (a column-by-column
-    /// gather misses the cache on every element once a matrix outgrows it). Bands of output rows
-    /// are copied in parallel for large matrices.
+    /// has stride 1, the last a larger positive one), copied by [`super::transpose`] (square
+    /// tiles, in registers where the CPU allows). Bands of output rows are copied in parallel
+    /// for large matrices.
     fn transposed_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Vec<T> {
         use rayon::prelude::*;
         const TILE: usize = 16;
@@ -174,15 +173,7 @@ impl Data {
             // Output rows `i0 .. i0 + band.len() / cols`: element (i, j) is source `i + j * col_stride`.
             let copy_band = |(b, band): (usize, &mut [std::mem::MaybeUninit<T>])| {
                 let i0 = b * TILE;
-                let ie = i0 + band.len() / cols;
-                for j0 in (0..cols).step_by(TILE) {
-                    for j in j0..(j0 + TILE).min(cols) {
-                        let col = &src[j * col_stride + i0..j * col_stride + ie];
-                        for (i, &v) in col.iter().enumerate() {
-                            band[i * cols + j].write(v);
-                        }
-                    }
-                }
+                super::transpose::transpose_into(&src[i0..], col_stride, band.len() / cols, cols, band);
             };
             if rows * cols >= super::elementwise::PARALLEL_THRESHOLD {
                 dst.par_chunks_mut(TILE * cols).enumerate().for_each(copy_band);

@@ -325,7 +325,6 @@ fn product_through_column_major<T: GemmFloat>(
     dst: &mut [std::mem::MaybeUninit<T>],
     par: gemm::Parallelism,
 ) {
-    const TILE: usize = 16;
     let (m, n) = (g.m, g.n);
     let mut scratch: Vec<T> = Vec::with_capacity(m * n);
     // SAFETY: the scratch holds m*n elements, written with row stride 1 and column stride m
@@ -334,14 +333,7 @@ fn product_through_column_major<T: GemmFloat>(
         gemm_into(g, ops, scratch.as_mut_ptr(), (1, m as isize), par);
         scratch.set_len(m * n);
     }
-    for i0 in (0..m).step_by(TILE) {
-        let ie = (i0 + TILE).min(m);
-        for (j, column) in scratch.chunks_exact(m).enumerate() {
-            for (i, &v) in column[i0..ie].iter().enumerate() {
-                dst[(i0 + i) * n + j].write(v);
-            }
-        }
-    }
+    super::transpose::transpose_into(&scratch, m, m, n, dst);
 }
 
 /// Plain-loop product of one small matrix pair (row of `a` times `b`, accumulated per output row

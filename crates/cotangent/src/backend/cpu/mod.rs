@@ -8,6 +8,7 @@ pub mod matmul;
 pub mod random;
 pub mod reduce;
 pub mod strided;
+pub mod transpose;
 pub mod vmath;
 
 pub use buffer::{Buffer, Data};

@@ -1,0 +1,167 @@
+//! Dense matrix transposition: the copy behind a transposed view made contiguous and behind a
+//! product computed column-major (`matmul::product_through_column_major`).
+//!
+//! The matrix is walked in 16×16 tiles so that every cache line read and written is used whole.
+//! On CPUs with AVX-512, a full tile of 4-byte elements (`f32`, `i32`, `u32`) is transposed in
+//! registers: 16 vector loads, four rounds of shuffles, 16 vector stores. The scalar tile loop it
+//! replaces ran at 5–20 GB/s (one bounds-checked element at a time, worst at power-of-two row
+//! strides); other element sizes and the ragged edges of a matrix still take that loop.
+use std::mem::MaybeUninit;
+
+/// Side of the square tiles the transposition walks.
+const TILE: usize = 16;
+
+/// Writes into `dst` the row-major `rows × cols` matrix whose element `(i, j)` is
+/// `src[i + j * col_stride]` (that is, `src` holds its columns, `col_stride` apart).
+///
+/// # Panics
+/// If `dst` is shorter than `rows * cols` or `src` does not hold every addressed element.
+pub(crate) fn transpose_into<T: Copy>(
+    src: &[T],
+    col_stride: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [MaybeUninit<T>],
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        rows - 1 + (cols - 1) * col_stride < src.len() && rows * cols <= dst.len(),
+        "transpose_into: a {rows}×{cols} matrix with column stride {col_stride} needs more than \
+         {} source / {} destination elements",
+        src.len(),
+        dst.len()
+    );
+    let registers = tile_kernel::<T>();
+    for i0 in (0..rows).step_by(TILE) {
+        let ie = (i0 + TILE).min(rows);
+        for j0 in (0..cols).step_by(TILE) {
+            let je = (j0 + TILE).min(cols);
+            match registers {
+                Some(kernel) if ie - i0 == TILE && je - j0 == TILE => {
+                    // SAFETY: the tile's source elements `i0 + a + (j0 + b) * col_stride` and
+                    // destination elements `(i0 + a) * cols + j0 + b` (a, b < 16) lie inside the
+                    // bounds asserted above, and `T` is a 4-byte plain value (`tile_kernel`).
+                    unsafe {
+                        kernel(
+                            src.as_ptr().add(i0 + j0 * col_stride) as *const u32,
+                            col_stride,
+                            dst.as_mut_ptr().add(i0 * cols + j0) as *mut u32,
+                            cols,
+                        )
+                    }
+                }
+                _ => {
+                    for j in j0..je {
+                        let column = &src[j * col_stride + i0..j * col_stride + ie];
+                        for (i, &v) in column.iter().enumerate() {
+                            dst[(i0 + i) * cols + j].write(v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A 16×16 tile transposition: reads 16 rows of 16 elements `src_stride` apart, writes their
+/// transpose as 16 rows `dst_stride` apart.
+type TileKernel = unsafe fn(*const u32, usize, *mut u32, usize);
+
+/// The in-register tile kernel for `T`, when `T` has 4 bytes and the CPU has AVX-512.
+fn tile_kernel<T>() -> Option<TileKernel> {
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of::<T>() == 4 && std::is_x86_feature_detected!("avx512f") {
+        return Some(avx512::tile16 as TileKernel);
+    }
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// 16×16 transposition of 4-byte elements in zmm registers: pairs of rows interleaved by
+    /// 32-bit lanes, then by 64-bit lanes, then 128-bit blocks exchanged twice.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `src + r * src_stride` and `dst + r * dst_stride` must be
+    /// valid for reads and writes of 16 elements for every r < 16.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile16(src: *const u32, src_stride: usize, dst: *mut u32, dst_stride: usize) {
+        let mut rows = [_mm512_setzero_ps(); 16];
+        for (r, row) in rows.iter_mut().enumerate() {
+            // SAFETY: the caller guarantees 16 readable elements at every source row.
+            *row = unsafe { _mm512_loadu_ps(src.add(r * src_stride) as *const f32) };
+        }
+        // 32-bit lanes of row pairs (2i, 2i + 1) interleaved
+        let mut pairs = [_mm512_setzero_ps(); 16];
+        for i in 0..8 {
+            pairs[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+            pairs[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+        }
+        // 64-bit lanes of pairs (b, b + 2) and (b + 1, b + 3) interleaved
+        let mut quads = [_mm512_setzero_ps(); 16];
+        let pd = _mm512_castps_pd;
+        for b in (0..16).step_by(4) {
+            quads[b] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(pairs[b]), pd(pairs[b + 2])));
+            quads[b + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(pairs[b]), pd(pairs[b + 2])));
+            quads[b + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(pairs[b + 1]), pd(pairs[b + 3])));
+            quads[b + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(pairs[b + 1]), pd(pairs[b + 3])));
+        }
+        // even and odd 128-bit blocks of quads (b + q, b + 4 + q) gathered
+        let mut octs = [_mm512_setzero_ps(); 16];
+        for b in [0, 8] {
+            for q in 0..4 {
+                octs[b + q] = _mm512_shuffle_f32x4::<0x88>(quads[b + q], quads[b + 4 + q]);
+                octs[b + 4 + q] = _mm512_shuffle_f32x4::<0xdd>(quads[b + q], quads[b + 4 + q]);
+            }
+        }
+        for q in 0..8 {
+            let low = _mm512_shuffle_f32x4::<0x88>(octs[q], octs[8 + q]);
+            let high = _mm512_shuffle_f32x4::<0xdd>(octs[q], octs[8 + q]);
+            // SAFETY: the caller guarantees 16 writable elements at every destination row.
+            unsafe {
+                _mm512_storeu_ps(dst.add(q * dst_stride) as *mut f32, low);
+                _mm512_storeu_ps(dst.add((q + 8) * dst_stride) as *mut f32, high);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every element lands at its transposed place, for sizes with and without ragged edges,
+    /// padded column strides, 4-byte (register tiles) and 8-/2-byte (scalar) elements.
+    fn check<T: Copy + PartialEq + std::fmt::Debug>(make: impl Fn(usize) -> T) {
+        for &(rows, cols, pad) in
+            &[(16, 16, 0), (32, 48, 0), (17, 33, 3), (5, 70, 1), (64, 16, 7), (1, 1, 0), (100, 3, 0)]
+        {
+            let cs = rows + pad;
+            let src: Vec<T> = (0..cs * cols).map(&make).collect();
+            let mut dst = vec![MaybeUninit::<T>::uninit(); rows * cols];
+            transpose_into(&src, cs, rows, cols, &mut dst);
+            for i in 0..rows {
+                for j in 0..cols {
+                    // SAFETY: transpose_into wrote every element.
+                    assert_eq!(
+                        unsafe { dst[i * cols + j].assume_init() },
+                        src[i + j * cs],
+                        "({i}, {j}) of {rows}×{cols}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn transposes_every_element_size() {
+        check(|k| k as f32 * 0.5);
+        check(|k| k as u32);
+        check(|k| k as f64);
+        check(|k| k as u16);
+    }
+}
