@@ -30,6 +30,40 @@ fn binary_grads_with_broadcast() {
     check_grads("select", |x: &[Array]| ct::select(&x[0].greater(&x[1]), &x[0], &x[1]), &[a.clone(), b.clone()]);
 }
 
+/// At a tie `maximum` and `minimum` split the gradient evenly between their arguments (JAX's
+/// rule); where one argument wins it takes all; NaN sends nothing to either. Checked for the
+/// VJP (both arguments, one broadcast), the JVP and the relu pattern `maximum(x, 0)`, in f64,
+/// f32 and bf16.
+#[test]
+fn extremum_grads_split_ties() {
+    let x = [-1.0f64, 0.0, 2.0, 3.0, f64::NAN];
+    let y = [0.0f64, 0.0, 1.0, 3.0, 1.0];
+    // (op, share of x, share of y)
+    let cases: [(&str, [f64; 5], [f64; 5]); 2] = [
+        ("maximum", [0.0, 0.5, 1.0, 0.5, 0.0], [1.0, 0.5, 0.0, 0.5, 0.0]),
+        ("minimum", [1.0, 0.5, 0.0, 0.5, 0.0], [0.0, 0.5, 1.0, 0.5, 0.0]),
+    ];
+    for dtype in [DType::F64, DType::F32, DType::BF16] {
+        let (xa, ya) = (Array::from_slice(&x, &[5]).astype(dtype), Array::from_slice(&y, &[5]).astype(dtype));
+        for (op, want_x, want_y) in cases {
+            let f = move |a: &[Array]| vec![if op == "maximum" { a[0].maximum(&a[1]) } else { a[0].minimum(&a[1]) }];
+            let cot = ct::full(&[5], 2.0, dtype);
+            let (_, g) = ct::vjp(f, &[xa.clone(), ya.clone()], &[cot]).unwrap();
+            let twice = |w: [f64; 5]| w.map(|v| 2.0 * v).to_vec();
+            assert_eq!(vals(&g[0].astype(DType::F64)), twice(want_x), "{op} d/dx {dtype}");
+            assert_eq!(vals(&g[1].astype(DType::F64)), twice(want_y), "{op} d/dy {dtype}");
+            let tangent = ct::full(&[5], 4.0, dtype);
+            let (_, t) = ct::jvp(f, &[xa.clone(), ya.clone()], &[tangent, ct::zeros(&[5], dtype)]).unwrap();
+            assert_eq!(vals(&t[0].astype(DType::F64)), want_x.map(|v| 4.0 * v).to_vec(), "{op} jvp {dtype}");
+        }
+    }
+    // relu: the scalar 0 broadcasts; its gradient is summed
+    let relu = |a: &[Array]| a[0].maximum(&a[1]).sum_all();
+    let g = ct::grad_argnums(relu, &[0, 1])(&[Array::from_slice(&x[..4], &[4]), Array::scalar(0.0f64)]).unwrap();
+    assert_eq!(vals(&g[0]), vec![0.0, 0.5, 1.0, 1.0]);
+    assert_eq!(vals(&g[1]), vec![1.5]);
+}
+
 #[test]
 fn reduce_and_shape_grads() {
     let mut rng = Lcg(3);

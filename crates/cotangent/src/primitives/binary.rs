@@ -34,6 +34,14 @@ pub enum BinaryOp {
     GreaterEqual,
     LogicalAnd,
     LogicalOr,
+    /// The share of the gradient of `maximum(x, y)` that flows to `x`: 1 where `x > y`, ½ where
+    /// `x == y` (ties split evenly, as in JAX), 0 elsewhere (also where either is NaN). One
+    /// kernel where the comparisons, casts and sums it replaces took six; used by the VJP and
+    /// JVP of [`BinaryOp::Maximum`].
+    MaximumShare,
+    /// The share of the gradient of `minimum(x, y)` that flows to `x` (as
+    /// [`BinaryOp::MaximumShare`] with `x < y`).
+    MinimumShare,
 }
 
 impl BinaryOp {
@@ -44,7 +52,8 @@ impl BinaryOp {
     }
     /// Whether the op needs float inputs (integers are cast to `f32` first).
     pub fn needs_float(self) -> bool {
-        matches!(self, BinaryOp::Divide | BinaryOp::Arctan2 | BinaryOp::LogAddExp)
+        use BinaryOp::*;
+        matches!(self, Divide | Arctan2 | LogAddExp | MaximumShare | MinimumShare)
     }
     /// Public name of the op.
     pub fn name(self) -> &'static str {
@@ -69,6 +78,8 @@ impl BinaryOp {
             GreaterEqual => "greater_equal",
             LogicalAnd => "logical_and",
             LogicalOr => "logical_or",
+            MaximumShare => "maximum_share",
+            MinimumShare => "minimum_share",
         }
     }
 }
@@ -78,6 +89,18 @@ impl BinaryOp {
 pub struct Binary(pub BinaryOp);
 
 type In<'a> = (Operand<'a>, &'a [usize]);
+
+/// 1 for the winner of a maximum or minimum, ½ for a tie, 0 otherwise.
+#[inline(always)]
+fn extremum_share<T: Float>(wins: bool, ties: bool) -> T {
+    if wins {
+        T::ONE
+    } else if ties {
+        T::of(0.5)
+    } else {
+        T::ZERO
+    }
+}
 
 fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
     use BinaryOp::*;
@@ -128,6 +151,8 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         Power => m!(|x: T, y: T| x.powf(y)),
         Maximum => m!(|x: T, y: T| x.max_nan(y)),
         Minimum => m!(|x: T, y: T| x.min_nan(y)),
+        MaximumShare => m!(|x: T, y: T| extremum_share(x > y, x == y)),
+        MinimumShare => m!(|x: T, y: T| extremum_share(x < y, x == y)),
         Arctan2 => m!(|x: T, y: T| x.atan2(y)),
         LogAddExp => m!(|x: T, y: T| {
             let m = if x > y { x } else { y };
@@ -219,7 +244,7 @@ fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<
         GreaterEqual => c!(|x, y| x >= y),
         LogicalAnd => c!(|x, y| x != T::ZERO && y != T::ZERO),
         LogicalOr => c!(|x, y| x != T::ZERO || y != T::ZERO),
-        Divide | Arctan2 | LogAddExp => {
+        Divide | Arctan2 | LogAddExp | MaximumShare | MinimumShare => {
             return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE)))
         }
     })
@@ -403,9 +428,8 @@ fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<
         }),
         Maximum | Minimum => {
             let (x, y) = if first { (a, b) } else { (b, a) };
-            let wins = if op == Maximum { x.greater(y) } else { x.less(y) };
-            let ties = x.equal(y).astype(out.dtype()) * 0.5;
-            Partial::Of(wins.astype(out.dtype()) + ties)
+            let share = if op == Maximum { MaximumShare } else { MinimumShare };
+            Partial::Of(crate::ops::binary(share, x, y))
         }
         Arctan2 => {
             let den = a.square() + b.square();
@@ -419,9 +443,8 @@ fn partial(op: BinaryOp, i: usize, a: &Array, b: &Array, out: &Array) -> Option<
                 Partial::Of(-(crate::ops::floor_divide(a, b)))
             }
         }
-        FloorDivide | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr => {
-            return None
-        }
+        FloorDivide | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd | LogicalOr
+        | MaximumShare | MinimumShare => return None,
     })
 }
 
