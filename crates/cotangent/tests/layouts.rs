@@ -113,6 +113,43 @@ fn short_products_with_column_major_operands_match_an_f64_loop() {
     }
 }
 
+/// Narrow products (n < 16 output columns, m ≥ 64 rows) with a column-major left operand, the
+/// weight gradient `hᵀ @ g` of a classifier head, are computed column-major and transposed;
+/// with a row-major left operand they are not. Both against an f64 loop, f32 and f64, batched.
+#[test]
+fn narrow_products_match_an_f64_loop() {
+    let value = |i: usize, salt: usize| ((i * salt) % 1013) as f64 / 506.5 - 1.0;
+    for &(batch, m, k, n) in &[(1, 512, 128, 10), (2, 64, 33, 1), (1, 100, 7, 15), (3, 80, 64, 3)] {
+        // the left operand stored [batch, k, m] (its transpose is the column-major [m, k] view)
+        let at: Vec<f64> = (0..batch * k * m).map(|i| value(i, 7919)).collect();
+        let b: Vec<f64> = (0..batch * k * n).map(|i| value(i, 104729)).collect();
+        let want = |bi: usize, i: usize, j: usize| -> f64 {
+            (0..k).map(|p| at[(bi * k + p) * m + i] * b[(bi * k + p) * n + j]).sum()
+        };
+        for dtype in [DType::F64, DType::F32] {
+            let column_major = stored_as(&at, &[batch, k, m], dtype).transpose(&[0, 2, 1]);
+            // the same values copied row-major: the other orientation
+            let row_major = column_major.astype(DType::F64).to_vec::<f64>().unwrap();
+            let row_major = stored_as(&row_major, &[batch, m, k], dtype);
+            for left in [column_major, row_major] {
+                let c = left.matmul(&stored_as(&b, &[batch, k, n], dtype)).astype(DType::F64).to_vec::<f64>().unwrap();
+                let tol = if dtype == DType::F64 { 1e-10 } else { 1e-4 };
+                for bi in 0..batch {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let (got, expect) = (c[(bi * m + i) * n + j], want(bi, i, j));
+                            assert!(
+                                (got - expect).abs() <= tol * (1.0 + expect.abs()),
+                                "{dtype:?} batch {batch} ({m},{k},{n}) [{bi},{i},{j}]: {got} vs {expect}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A row broadcast over the rows of an owned (donated) matrix, and a sum over the leading axis
 /// (a dense layer's bias add and bias gradient), against f64 loops; also with a sliced row.
 #[test]

@@ -26,8 +26,10 @@ pub(crate) fn transpose_into<T: Copy>(
     if rows == 0 || cols == 0 {
         return;
     }
+    let last_read = (cols - 1).checked_mul(col_stride).and_then(|x| x.checked_add(rows - 1));
+    let written = rows.checked_mul(cols);
     assert!(
-        rows - 1 + (cols - 1) * col_stride < src.len() && rows * cols <= dst.len(),
+        last_read.is_some_and(|l| l < src.len()) && written.is_some_and(|w| w <= dst.len()),
         "transpose_into: a {rows}×{cols} matrix with column stride {col_stride} needs more than \
          {} source / {} destination elements",
         src.len(),
