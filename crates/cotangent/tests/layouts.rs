@@ -62,6 +62,30 @@ fn stored_as(values: &[f64], shape: &[usize], dtype: DType) -> Array {
     }
 }
 
+/// Every element of the product `c` (`[batch, m, n]`, f32 or f64) within rounding of `want`.
+fn assert_product_matches(
+    c: &Array,
+    (batch, m, n): (usize, usize, usize),
+    want: impl Fn(usize, usize, usize) -> f64,
+    label: &str,
+) {
+    let dtype = c.dtype();
+    let c = c.astype(DType::F64).to_vec::<f64>().unwrap();
+    assert_eq!(c.len(), batch * m * n, "{label}");
+    let tol = if dtype == DType::F64 { 1e-10 } else { 1e-4 };
+    for bi in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let (got, expect) = (c[(bi * m + i) * n + j], want(bi, i, j));
+                assert!(
+                    (got - expect).abs() <= tol * (1.0 + expect.abs()),
+                    "{dtype:?} batch {batch} {label} [{bi},{i},{j}]: {got} vs {expect}"
+                );
+            }
+        }
+    }
+}
+
 /// Short products (m < 64) with a column-major right operand are computed column-major and
 /// transposed into the output; cover a row-major and a column-major left operand, a batch whose
 /// right operand is broadcast, and f64.
@@ -92,23 +116,8 @@ fn short_products_with_column_major_operands_match_an_f64_loop() {
             } else {
                 stored_as(&a, &[batch, m, k], dtype)
             };
-            {
-                let c = left.matmul(&wt(dtype)).astype(DType::F64).to_vec::<f64>().unwrap();
-                assert_eq!(c.len(), batch * m * n);
-                let tol = if dtype == DType::F64 { 1e-10 } else { 1e-4 };
-                for bi in 0..batch {
-                    for i in 0..m {
-                        for j in 0..n {
-                            let (got, expect) = (c[(bi * m + i) * n + j], want(bi, i, j));
-                            assert!(
-                                (got - expect).abs() <= tol * (1.0 + expect.abs()),
-                                "{dtype:?} batch {batch} ({m},{k},{n}) left column-major {column_major_left} \
-                                 [{bi},{i},{j}]: {got} vs {expect}"
-                            );
-                        }
-                    }
-                }
-            }
+            let label = format!("({m},{k},{n}) left column-major {column_major_left}");
+            assert_product_matches(&left.matmul(&wt(dtype)), (batch, m, n), want, &label);
         }
     }
 }
@@ -131,20 +140,9 @@ fn narrow_products_match_an_f64_loop() {
             // the same values copied row-major: the other orientation
             let row_major = column_major.astype(DType::F64).to_vec::<f64>().unwrap();
             let row_major = stored_as(&row_major, &[batch, m, k], dtype);
-            for left in [column_major, row_major] {
-                let c = left.matmul(&stored_as(&b, &[batch, k, n], dtype)).astype(DType::F64).to_vec::<f64>().unwrap();
-                let tol = if dtype == DType::F64 { 1e-10 } else { 1e-4 };
-                for bi in 0..batch {
-                    for i in 0..m {
-                        for j in 0..n {
-                            let (got, expect) = (c[(bi * m + i) * n + j], want(bi, i, j));
-                            assert!(
-                                (got - expect).abs() <= tol * (1.0 + expect.abs()),
-                                "{dtype:?} batch {batch} ({m},{k},{n}) [{bi},{i},{j}]: {got} vs {expect}"
-                            );
-                        }
-                    }
-                }
+            for (left, layout) in [(column_major, "column-major"), (row_major, "row-major")] {
+                let c = left.matmul(&stored_as(&b, &[batch, k, n], dtype));
+                assert_product_matches(&c, (batch, m, n), want, &format!("({m},{k},{n}) left {layout}"));
             }
         }
     }
