@@ -1,7 +1,7 @@
 //! Element-wise unary primitives: one [`Unary`] primitive with an op enum.
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_apply_slices, unary_map, Operand};
-use crate::backend::cpu::math::{erf, erfinv, Float};
+use crate::backend::cpu::math::{erf, erf_single, erfinv, Float};
 use crate::backend::cpu::vmath;
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
@@ -155,7 +155,8 @@ fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
             let e = v.exp();
             e / (T::ONE + e)
         }),
-        Erf => m!(|v: T| T::of(erf(v.f64()))),
+        // f32 (and f16/bf16 through it) needs only single precision: a fixed-time formula
+        Erf => m!(|v: T| T::of(if std::mem::size_of::<T>() == 8 { erf(v.f64()) } else { erf_single(v.f64()) })),
         Erfinv => m!(|v: T| T::of(erfinv(v.f64()))),
         Floor => m!(|v: T| v.floor()),
         Ceil => m!(|v: T| v.ceil()),
