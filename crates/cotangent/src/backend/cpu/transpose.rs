@@ -6,6 +6,7 @@
 //! registers: 16 vector loads, four rounds of shuffles, 16 vector stores. The scalar tile loop it
 //! replaces ran at 5–20 GB/s (one bounds-checked element at a time, worst at power-of-two row
 //! strides); other element sizes and the ragged edges of a matrix still take that loop.
+use super::buffer::BufferElement;
 use std::mem::MaybeUninit;
 
 /// Side of the square tiles the transposition walks.
@@ -16,7 +17,7 @@ const TILE: usize = 16;
 ///
 /// # Panics
 /// If `dst` is shorter than `rows * cols` or `src` does not hold every addressed element.
-pub(crate) fn transpose_into<T: Copy>(
+pub(crate) fn transpose_into<T: BufferElement>(
     src: &[T],
     col_stride: usize,
     rows: usize,
@@ -44,7 +45,7 @@ pub(crate) fn transpose_into<T: Copy>(
                 Some(kernel) if ie - i0 == TILE && je - j0 == TILE => {
                     // SAFETY: the tile's source elements `i0 + a + (j0 + b) * col_stride` and
                     // destination elements `(i0 + a) * cols + j0 + b` (a, b < 16) lie inside the
-                    // bounds asserted above, and `T` is a 4-byte plain value (`tile_kernel`).
+                    // bounds asserted above, and `T` is a 4-byte number (`tile_kernel`; no padding bytes).
                     unsafe {
                         kernel(
                             src.as_ptr().add(i0 + j0 * col_stride) as *const u32,
@@ -137,8 +138,9 @@ mod tests {
     use super::*;
 
     /// Every element lands at its transposed place, for sizes with and without ragged edges,
-    /// padded column strides, 4-byte (register tiles) and 8-/2-byte (scalar) elements.
-    fn check<T: Copy + PartialEq + std::fmt::Debug>(make: impl Fn(usize) -> T) {
+    /// padded column strides, 4-byte (register tiles) and 8-/2-byte (scalar) elements (all values
+    /// distinct, f16 exact up to 2048).
+    fn check<T: BufferElement + PartialEq + std::fmt::Debug>(make: impl Fn(usize) -> T) {
         for &(rows, cols, pad) in
             &[(16, 16, 0), (32, 48, 0), (17, 33, 3), (5, 70, 1), (64, 16, 7), (1, 1, 0), (100, 3, 0)]
         {
@@ -164,6 +166,6 @@ mod tests {
         check(|k| k as f32 * 0.5);
         check(|k| k as u32);
         check(|k| k as f64);
-        check(|k| k as u16);
+        check(|k| half::f16::from_f32(k as f32));
     }
 }
