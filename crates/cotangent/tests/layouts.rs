@@ -172,3 +172,40 @@ fn row_broadcasts_and_leading_axis_sums_match_loops() {
         assert!((sums[j] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()), "sum[{j}]: {} vs {want}", sums[j]);
     }
 }
+
+/// Binary ops on long rows (≥ 16) whose operands are strided or broadcast (a slice of a
+/// larger array, a column of a matrix, a per-row scalar), on inputs that are kept alive so no
+/// buffer is donated, small and large enough to be split over threads: exact against loops.
+#[test]
+fn strided_and_broadcast_rows_match_loops() {
+    for (batch, rows, cols) in [(3, 5, 40), (64, 40, 48)] {
+        let big: Vec<f32> = (0..batch * (rows + 2) * cols).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+        let table: Vec<f32> = (0..cols * 4).map(|i| ((i * 104729) % 997) as f32 / 498.5 - 1.0).collect();
+        let per_row: Vec<f32> = (0..batch * rows).map(|i| (i % 13) as f32 - 6.0).collect();
+        let full = Array::from_vec(big.clone(), &[batch, rows + 2, cols]);
+        // rows 1 .. rows + 1 of each batch: row stride cols, batch stride (rows + 2) * cols
+        let a = full.slice_axis(1, Some(1), Some(rows as isize + 1), 1);
+        let a_at = |b: usize, i: usize, j: usize| big[(b * (rows + 2) + i + 1) * cols + j];
+        // column 2 of a [cols, 4] table as a [1, cols] row: element stride 4
+        let column = Array::from_vec(table.clone(), &[cols, 4]).slice_axis(1, Some(2), Some(3), 1).transpose(&[1, 0]);
+        let scalars = Array::from_vec(per_row.clone(), &[batch, rows, 1]);
+        let dense = a.multiply(1.0);
+        dense.eval().unwrap();
+        let products = a.multiply(&column).to_vec::<f32>().unwrap();
+        let sums = dense.add(&column).to_vec::<f32>().unwrap();
+        let differences = a.subtract(&scalars).to_vec::<f32>().unwrap();
+        let flipped = scalars.subtract(&a).to_vec::<f32>().unwrap();
+        for b in 0..batch {
+            for i in 0..rows {
+                for j in 0..cols {
+                    let k = (b * rows + i) * cols + j;
+                    let (x, c, s) = (a_at(b, i, j), table[j * 4 + 2], per_row[b * rows + i]);
+                    assert_eq!(products[k], x * c, "a * column [{b},{i},{j}]");
+                    assert_eq!(sums[k], x + c, "dense + column [{b},{i},{j}]");
+                    assert_eq!(differences[k], x - s, "a - per-row [{b},{i},{j}]");
+                    assert_eq!(flipped[k], s - x, "per-row - a [{b},{i},{j}]");
+                }
+            }
+        }
+    }
+}
