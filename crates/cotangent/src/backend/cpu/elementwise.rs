@@ -156,24 +156,56 @@ pub fn binary_map<T: BufferElement, U: BufferElement>(
     if out_shape.last().is_some_and(|&cols| cols >= ROW_PATH_MIN_COLS) {
         return binary_rows((xa, &ast, a.offset as isize), (xb, &bst, b.offset as isize), out_shape, f);
     }
-    let mut out = Vec::with_capacity(n);
-    for_each_row(out_shape, [&ast, &bst], [a.offset as isize, b.offset as isize], |[oa, ob], len, [da, db]| {
-        if da == 1 && db == 1 {
-            let (oa, ob) = (oa as usize, ob as usize);
-            out.extend(xa[oa..oa + len].iter().zip(&xb[ob..ob + len]).map(|(&x, &y)| f(x, y)));
-        } else if da == 1 && db == 0 {
-            let y = xb[ob as usize];
-            out.extend(xa[oa as usize..oa as usize + len].iter().map(|&x| f(x, y)));
-        } else if da == 0 && db == 1 {
-            let x = xa[oa as usize];
-            out.extend(xb[ob as usize..ob as usize + len].iter().map(|&y| f(x, y)));
-        } else {
-            for i in 0..len as isize {
-                out.push(f(xa[(oa + i * da) as usize], xb[(ob + i * db) as usize]));
+    // SAFETY: one chunk of all `n` elements; `for_each_row` visits every row of `out_shape` once,
+    // in row-major order, and `write_row` writes each of them, so positions 0..n are written.
+    unsafe {
+        new_vec_in_chunks(n, n.max(1), |_, dst| {
+            let mut pos = 0;
+            for_each_row(out_shape, [&ast, &bst], [a.offset as isize, b.offset as isize], |[oa, ob], len, [da, db]| {
+                write_row(&mut dst[pos..pos + len], (xa, oa, da), (xb, ob, db), &f);
+                pos += len;
+            });
+        })
+    }
+}
+
+/// One row of a binary op: `out[i] = f(xa[oa + i·da], xb[ob + i·db])`, as zipped slices where
+/// both operands run densely along the row, a repeated scalar where one is broadcast along it
+/// (stride 0), a strided walk otherwise.
+#[inline]
+fn write_row<T: BufferElement, U: BufferElement>(
+    out: &mut [std::mem::MaybeUninit<U>],
+    (xa, oa, da): (&[T], isize, isize),
+    (xb, ob, db): (&[T], isize, isize),
+    f: &impl Fn(T, T) -> U,
+) {
+    let len = out.len();
+    match (da, db) {
+        (1, 1) => {
+            let (ra, rb) = (&xa[oa as usize..oa as usize + len], &xb[ob as usize..ob as usize + len]);
+            for ((o, &x), &y) in out.iter_mut().zip(ra).zip(rb) {
+                o.write(f(x, y));
             }
         }
-    });
-    out
+        (1, 0) => {
+            let y = xb[ob as usize];
+            for (o, &x) in out.iter_mut().zip(&xa[oa as usize..oa as usize + len]) {
+                o.write(f(x, y));
+            }
+        }
+        (0, 1) => {
+            let x = xa[oa as usize];
+            for (o, &y) in out.iter_mut().zip(&xb[ob as usize..ob as usize + len]) {
+                o.write(f(x, y));
+            }
+        }
+        _ => {
+            for (i, o) in out.iter_mut().enumerate() {
+                let i = i as isize;
+                o.write(f(xa[(oa + i * da) as usize], xb[(ob + i * db) as usize]));
+            }
+        }
+    }
 }
 
 /// Output rows (last axis) at least this long take [`binary_rows`] in [`binary_map`]'s
@@ -184,10 +216,8 @@ const ROW_PATH_MIN_COLS: usize = 16;
 type RowOperand<'a, T> = (&'a [T], &'a [isize], isize);
 
 /// [`binary_map`] of broadcast or strided operands, one output row (the last axis) at a time,
-/// rows split over threads for large outputs. Each row is written through its own slice:
-/// zipped slices where both operands run densely along it, a repeated scalar where one is
-/// broadcast along it, a strided walk otherwise. (The sequential walk this replaces for long
-/// rows grew the output with `Vec::extend` row by row on one thread: a `[32, 64, 64]` product
+/// rows split over threads for large outputs, each written by [`write_row`]. (The sequential
+/// walk grew the output with `Vec::extend` row by row on one thread: a `[32, 64, 64]` product
 /// with a `[64]` row took ~170 µs, with a sliced operand ~210 µs.)
 fn binary_rows<T: BufferElement, U: BufferElement>(
     (xa, ast, oa): RowOperand<'_, T>,
@@ -213,32 +243,7 @@ fn binary_rows<T: BufferElement, U: BufferElement>(
     let fill_rows = |start: usize, chunk: &mut [std::mem::MaybeUninit<U>]| {
         for (r, out) in chunk.chunks_exact_mut(cols).enumerate() {
             let (pa, pb) = row_start(start / cols + r);
-            match (ca, cb) {
-                (1, 1) => {
-                    let (ra, rb) = (&xa[pa as usize..pa as usize + cols], &xb[pb as usize..pb as usize + cols]);
-                    for ((o, &x), &y) in out.iter_mut().zip(ra).zip(rb) {
-                        o.write(f(x, y));
-                    }
-                }
-                (1, 0) => {
-                    let y = xb[pb as usize];
-                    for (o, &x) in out.iter_mut().zip(&xa[pa as usize..pa as usize + cols]) {
-                        o.write(f(x, y));
-                    }
-                }
-                (0, 1) => {
-                    let x = xa[pa as usize];
-                    for (o, &y) in out.iter_mut().zip(&xb[pb as usize..pb as usize + cols]) {
-                        o.write(f(x, y));
-                    }
-                }
-                _ => {
-                    for (i, o) in out.iter_mut().enumerate() {
-                        let i = i as isize;
-                        o.write(f(xa[(pa + i * ca) as usize], xb[(pb + i * cb) as usize]));
-                    }
-                }
-            }
+            write_row(out, (xa, pa, ca), (xb, pb, cb), &f);
         }
     };
     // SAFETY: the chunks are whole rows (`n` and the chunk length are multiples of `cols`), and
