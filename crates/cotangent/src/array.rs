@@ -1,6 +1,7 @@
 //! [`Array`]: a cheap, clonable, `Send + Sync` handle to one output of a graph node.
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::Data;
+use crate::backend::{Device, Storage};
 use crate::primitive::{Primitive, Spec};
 use crate::{DType, Error, Result};
 use smallvec::SmallVec;
@@ -54,7 +55,9 @@ pub(crate) struct Node {
     pub(crate) kind: NodeKind,
     pub(crate) inputs: Mutex<Vec<Array>>,
     pub(crate) specs: SmallVec<[Spec; 1]>,
-    pub(crate) data: OnceLock<Result<SmallVec<[Data; 1]>>>,
+    pub(crate) data: OnceLock<Result<SmallVec<[Storage; 1]>>>,
+    /// The device the outputs are computed on.
+    pub(crate) device: Device,
     pub(crate) traces: Traces,
     /// Creation sequence number: inputs always have smaller numbers than their consumers, so
     /// sorting by it gives a topological order, the order the program built the graph in
@@ -77,6 +80,19 @@ pub(crate) fn nodes_created() -> u64 {
 }
 
 impl Node {
+    /// A node applying `prim` to `inputs` on `device`, traced by every active trace of its inputs.
+    fn op(prim: Box<dyn Primitive>, inputs: Vec<Array>, specs: SmallVec<[Spec; 1]>, device: Device) -> Node {
+        let mut traces: Traces = SmallVec::new();
+        for inp in &inputs {
+            for t in &inp.node.traces {
+                if t.is_active() && !traces.iter().any(|u| Arc::ptr_eq(u, t)) {
+                    traces.push(t.clone());
+                }
+            }
+        }
+        Node { kind: NodeKind::Op(prim), inputs: Mutex::new(inputs), specs, data: OnceLock::new(), device, traces, seq: next_seq() }
+    }
+
     pub(crate) fn is_computed(&self) -> bool {
         self.data.get().is_some()
     }
@@ -131,10 +147,16 @@ impl Array {
     // ----- construction -------------------------------------------------------------------
 
     pub(crate) fn from_data(data: Data, shape: &[usize], dtype: DType) -> Array {
+        Array::from_storage(Storage::Cpu(data), shape, dtype)
+    }
+
+    /// A leaf holding computed `data` (on its device).
+    pub(crate) fn from_storage(data: Storage, shape: &[usize], dtype: DType) -> Array {
         let node = Node {
             kind: NodeKind::Leaf,
             inputs: Mutex::new(Vec::new()),
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
+            device: data.device(),
             data: OnceLock::from(Ok(smallvec::smallvec![data])),
             traces: SmallVec::new(),
             seq: next_seq(),
@@ -157,6 +179,7 @@ impl Array {
             inputs: Mutex::new(Vec::new()),
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
+            device: crate::backend::default_device(),
             traces: smallvec::smallvec![token.clone()],
             seq: next_seq(),
         };
@@ -165,45 +188,27 @@ impl Array {
 
     /// Build a node applying `prim` to `inputs` with outputs described by `specs`; returns one
     /// array per output.
-    pub fn from_primitive_multi(prim: impl Primitive, inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
-        let mut traces: Traces = SmallVec::new();
-        for inp in &inputs {
-            for t in &inp.node.traces {
-                if t.is_active() && !traces.iter().any(|u| Arc::ptr_eq(u, t)) {
-                    traces.push(t.clone());
-                }
-            }
-        }
+    ///
+    /// # Panics
+    /// If the inputs are on different devices (0-d inputs follow the others; see
+    /// [`Array::to_device`]).
+    #[track_caller]
+    pub fn from_primitive_multi(prim: impl Primitive, mut inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
+        let device = common_device(&prim, &mut inputs);
         let n = specs.len();
-        let node = Arc::new(Node {
-            kind: NodeKind::Op(Box::new(prim)),
-            inputs: Mutex::new(inputs),
-            specs: SmallVec::from_vec(specs),
-            data: OnceLock::new(),
-            traces,
-            seq: next_seq(),
-        });
+        let node = Arc::new(Node::op(Box::new(prim), inputs, SmallVec::from_vec(specs), device));
         (0..n).map(|index| Array { node: node.clone(), index }).collect()
     }
 
     /// Build a single-output node applying `prim` to `inputs`.
-    pub fn from_primitive(prim: impl Primitive, inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
-        let mut traces: Traces = SmallVec::new();
-        for inp in &inputs {
-            for t in &inp.node.traces {
-                if t.is_active() && !traces.iter().any(|u| Arc::ptr_eq(u, t)) {
-                    traces.push(t.clone());
-                }
-            }
-        }
-        let node = Node {
-            kind: NodeKind::Op(Box::new(prim)),
-            inputs: Mutex::new(inputs),
-            specs: smallvec::smallvec![Spec::new(shape, dtype)],
-            data: OnceLock::new(),
-            traces,
-            seq: next_seq(),
-        };
+    ///
+    /// # Panics
+    /// If the inputs are on different devices (0-d inputs follow the others; see
+    /// [`Array::to_device`]).
+    #[track_caller]
+    pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
+        let device = common_device(&prim, &mut inputs);
+        let node = Node::op(Box::new(prim), inputs, smallvec::smallvec![Spec::new(shape, dtype)], device);
         Array { node: Arc::new(node), index: 0 }
     }
 
@@ -231,7 +236,7 @@ impl Array {
             shape,
             n
         );
-        Array::from_data(Data::from_vec(data, shape), shape, T::DTYPE)
+        Array::from_data(Data::from_vec(data, shape), shape, T::DTYPE).to_device(crate::backend::default_device())
     }
 
     /// A 0-dimensional array holding `v`.
@@ -299,11 +304,15 @@ impl Array {
             return None;
         }
         match node.data.get() {
-            Some(Ok(d)) if d[index].is_reusable(&spec.shape) => {}
+            Some(Ok(d)) if matches!(&d[index], Storage::Cpu(d) if d.is_reusable(&spec.shape)) => {}
             _ => return None,
         }
         let data = match node.data.take() {
-            Some(Ok(datas)) => datas.into_iter().nth(index)?,
+            Some(Ok(datas)) => match datas.into_iter().nth(index)? {
+                Storage::Cpu(d) => d,
+                #[allow(unreachable_patterns)]
+                _ => return None,
+            },
             _ => return None,
         };
         DONATIONS.fetch_add(1, Ordering::Relaxed);
@@ -333,13 +342,62 @@ impl Array {
         self.computed_data()
     }
 
-    /// The data of an array that has been computed (or has failed).
-    pub(crate) fn computed_data(&self) -> Result<&Data> {
+    /// The storage of an array that has been computed (or has failed).
+    pub(crate) fn computed_storage(&self) -> Result<&Storage> {
         match self.node.data.get() {
             Some(Ok(d)) => Ok(&d[self.index]),
             Some(Err(e)) => Err(e.clone()),
             None => Err(Error::Eval("array read before evaluation".into())),
         }
+    }
+
+    /// The host data of an array that has been computed on the CPU (or has failed); for the
+    /// CPU kernels.
+    pub(crate) fn computed_data(&self) -> Result<&Data> {
+        match self.computed_storage()? {
+            Storage::Cpu(d) => Ok(d),
+            #[allow(unreachable_patterns)]
+            other => Err(Error::Eval(format!("a CPU kernel was given data on {}", other.device()))),
+        }
+    }
+
+    /// The device this array is (or will be) computed on.
+    ///
+    /// ```
+    /// use cotangent::{Array, Device};
+    /// assert_eq!(Array::scalar(1.0f32).to_device(Device::Cpu).device(), Device::Cpu);
+    /// ```
+    pub fn device(&self) -> Device {
+        self.node.device
+    }
+
+    /// This array on `device`: itself when it is already there, otherwise a lazy copy whose
+    /// VJP moves the cotangent back.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, Device};
+    /// let x = Array::from_slice(&[1.0f32, 2.0], &[2]);
+    /// let g = ct::grad(|x: &[Array]| x[0].to_device(Device::Cpu).square().sum_all())(&[x])?;
+    /// assert_eq!(g[0].to_vec::<f32>()?, vec![2.0, 4.0]);
+    /// # Ok::<(), ct::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn to_device(&self, device: Device) -> Array {
+        if self.device() == device {
+            return self.clone();
+        }
+        let spec = self.spec().clone();
+        let prim = Box::new(crate::primitives::graph::ToDevice(device));
+        let node = Node::op(prim, vec![self.clone()], smallvec::smallvec![spec], device);
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// The computed data on the host (copied from a device, synchronising).
+    fn host_data(&self) -> Result<std::borrow::Cow<'_, Data>> {
+        if !self.node.is_computed() {
+            self.eval()?;
+        }
+        self.computed_storage()?.to_host(self.spec())
     }
 
     /// The elements in row-major order. Asking for a type other than the array's dtype is an
@@ -348,7 +406,7 @@ impl Array {
         if T::DTYPE != self.dtype() {
             return Err(Error::DTypeMismatch { requested: T::DTYPE, actual: self.dtype() });
         }
-        let d = self.data()?;
+        let d = self.host_data()?;
         Ok(d.to_contiguous::<T>(self.shape()).into_owned())
     }
 
@@ -366,7 +424,7 @@ impl Array {
 
     /// The elements converted to `f64` (any dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        let d = self.data()?;
+        let d = self.host_data()?;
         Ok(
             crate::dispatch_dtype!(self.dtype(), T => d.to_contiguous::<T>(self.shape()).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect()),
         )
@@ -405,4 +463,30 @@ static DONATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsiz
 #[doc(hidden)]
 pub fn __buffer_donations() -> usize {
     DONATIONS.load(Ordering::Relaxed)
+}
+
+/// The device of a node over `inputs`: theirs, when they agree. A 0-d input on another device
+/// (a scalar made from a Rust number) is moved to the others' device.
+#[track_caller]
+fn common_device(prim: &dyn Primitive, inputs: &mut [Array]) -> Device {
+    let Some(first) = inputs.first() else {
+        return crate::backend::default_device();
+    };
+    let device = first.device();
+    if inputs.iter().all(|x| x.device() == device) {
+        return device;
+    }
+    let device = inputs.iter().find(|x| x.ndim() > 0).map_or(device, |x| x.device());
+    if inputs.iter().any(|x| x.ndim() > 0 && x.device() != device) {
+        let devices: Vec<String> = inputs.iter().map(|x| format!("{:?} on {}", x.shape(), x.device())).collect();
+        panic!(
+            "cotangent::{}: inputs on different devices ({}); move them with to_device",
+            prim.name(),
+            devices.join(", ")
+        );
+    }
+    for x in inputs.iter_mut().filter(|x| x.device() != device) {
+        *x = x.to_device(device);
+    }
+    device
 }

@@ -14,6 +14,7 @@
 //! when `x` is a float array (a Rust `f64` literal never turns an `f32` array into `f64`); a float
 //! scalar with an integer or bool array gives `f32`; an integer scalar with a bool array gives
 //! `i32`, with an integer or float array the array's dtype.
+pub use crate::backend::cpu::buffer::BufferElement;
 use half::{bf16, f16};
 use std::fmt;
 

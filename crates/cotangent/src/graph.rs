@@ -8,6 +8,8 @@
 //! (`Primitive::eval_cpu_owned`), so an element-wise kernel can write its output into the buffer
 //! of an input that nothing else references (buffer donation).
 use crate::array::{Node, NodeKind};
+use crate::backend::Storage;
+use crate::primitive::{Op, Spec};
 use crate::{Array, Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -79,7 +81,7 @@ pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool)
 /// Compute `outputs` and every uncomputed node they depend on.
 pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     if outputs.iter().all(|a| a.node.is_computed()) {
-        return outputs.iter().try_for_each(|a| a.computed_data().map(|_| ()));
+        return outputs.iter().try_for_each(|a| a.computed_storage().map(|_| ()));
     }
     let mut tape = topo_order(outputs, |n| n.is_computed());
     // Run nodes in the order the program created them (a topological order: inputs are always
@@ -106,7 +108,7 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     }
     drop(active);
     for a in outputs {
-        a.computed_data()?;
+        a.computed_storage()?;
     }
     Ok(())
 }
@@ -127,17 +129,26 @@ fn compute(node: &Arc<Node>) {
             )),
             NodeKind::Op(prim) => {
                 for inp in inputs.iter() {
-                    inp.computed_data()?;
+                    inp.computed_storage()?;
                 }
-                let out = if node.keeps_inputs() {
-                    prim.eval_cpu(&inputs, &node.specs)?
-                } else {
-                    // The node lets go of its inputs now rather than after the kernel, and hands
-                    // them over, so an input referenced by nothing else can donate its buffer
-                    // to the output (and is freed as soon as the kernel is done with it).
-                    let owned = std::mem::take(&mut *inputs);
-                    drop(inputs);
-                    prim.eval_cpu_owned(owned, &node.specs)?
+                let out = match prim.op() {
+                    Op::PassThrough { first } => inputs[first..first + node.specs.len()]
+                        .iter()
+                        .map(|x| x.computed_storage().cloned())
+                        .collect::<Result<Vec<_>>>()?,
+                    Op::Call(call) => eval_call(call, &inputs, &node.specs)?,
+                    Op::ToDevice(device) => {
+                        vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)?]
+                    }
+                    op if node.keeps_inputs() => crate::backend::eval(node.device, op, &inputs, &node.specs)?,
+                    op => {
+                        // The node lets go of its inputs now rather than after the kernel, and hands
+                        // them over, so an input referenced by nothing else can donate its buffer
+                        // to the output (and is freed as soon as the kernel is done with it).
+                        let owned = std::mem::take(&mut *inputs);
+                        drop(inputs);
+                        crate::backend::eval_owned(node.device, op, owned, &node.specs)?
+                    }
                 };
                 if out.len() != node.specs.len() {
                     return Err(Error::Eval(format!(
@@ -155,6 +166,27 @@ fn compute(node: &Arc<Node>) {
         let taken = std::mem::take(&mut *node.inputs.lock().unwrap_or_else(|e| e.into_inner()));
         drop(taken);
     }
+}
+
+/// Evaluate a [`Call`](crate::primitives::graph::Call) node: rebuild its function on leaves
+/// holding the computed inputs and evaluate the result (on whatever devices its ops use).
+fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Storage>> {
+    let leaves = inputs
+        .iter()
+        .map(|x| Ok(Array::from_storage(x.computed_storage()?.clone(), x.shape(), x.dtype())))
+        .collect::<Result<Vec<Array>>>()?;
+    let outs = (call.body)(&leaves)?;
+    let specs: Vec<&Spec> = outs.iter().map(|o| o.spec()).collect();
+    if specs.len() != outputs.len() || specs.iter().zip(outputs).any(|(a, b)| *a != b) {
+        return Err(Error::Eval(format!(
+            "{}: rebuilt at evaluation, it returned {specs:?} where it first returned {outputs:?} \
+             (forwards and rules must be pure functions of their inputs)",
+            call.name
+        )));
+    }
+    drop(leaves);
+    eval(&outs)?;
+    outs.iter().map(|o| o.computed_storage().cloned()).collect()
 }
 
 /// Outputs of at least this many elements make a graph worth evaluating on a rayon worker.

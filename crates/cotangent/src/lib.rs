@@ -52,8 +52,9 @@ pub mod transforms;
 #[doc(hidden)]
 pub use array::__buffer_donations;
 pub use array::{eval, Array};
-pub use dtype::{DType, Element};
+pub use dtype::{BufferElement, DType, Element};
 pub use error::{Error, Result};
+pub use backend::{default_device, set_default_device, Device};
 pub use ops::*;
 pub use shape::Shape;
 pub use transforms::*;

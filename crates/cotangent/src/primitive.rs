@@ -1,6 +1,17 @@
-//! The [`Primitive`] trait: one node kind of the graph with its shape inference, CPU kernel and
-//! transformation rules kept together.
-use crate::backend::cpu::Data;
+//! The [`Primitive`] trait: one node kind of the graph with its shape inference and
+//! transformation rules kept together, and [`Op`], what a node computes, as plain data that a
+//! backend evaluates on its device.
+//!
+//! # Why descriptors borrow the primitive
+//!
+//! A primitive's parameters (an op enum, axes, a slice's starts) are exactly what a backend needs
+//! to know, so [`Op`] borrows the primitive's own struct instead of copying its fields into a
+//! second, parallel family of types (candle's `BackendStorage` takes one method per op with its
+//! parameters spelled out; MLX has one `eval_cpu`/`eval_gpu` pair per primitive class). The rules
+//! stay beside the primitive under `primitives/`; each device matches on [`Op`] in one place
+//! (`backend/<device>/`), so adding a device touches no primitive, op or transform.
+use crate::backend::Device;
+use crate::primitives::{binary, graph, index, random, reduce, shape, unary};
 use crate::{Array, DType, Result, Shape};
 use std::fmt;
 
@@ -40,18 +51,8 @@ pub trait Primitive: AsAny + Send + Sync + fmt::Debug + 'static {
     /// Name used in error messages and graph dumps.
     fn name(&self) -> String;
 
-    /// Compute the outputs on the CPU. Every input is already evaluated; `outputs` gives the
-    /// shape and dtype of each result.
-    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>>;
-
-    /// [`eval_cpu`](Primitive::eval_cpu) with the inputs handed over by ownership, called when
-    /// the node does not keep its inputs after evaluation (no transform is tracing through it).
-    /// A kernel may then write its output into an input's buffer when nobody else can observe
-    /// it (`Array::take_unique_data` decides; element-wise primitives do this). The default
-    /// borrows the inputs and calls `eval_cpu`.
-    fn eval_cpu_owned(&self, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
-        self.eval_cpu(&inputs, outputs)
-    }
+    /// What this node computes, for the backends (see [`Op`]).
+    fn op(&self) -> Op<'_>;
 
     /// Reverse-mode rule: cotangents of the inputs listed in `argnums`, in that order, given the
     /// cotangents of every output (zeros where an output received none) and the outputs.
@@ -76,3 +77,61 @@ pub trait Primitive: AsAny + Send + Sync + fmt::Debug + 'static {
         false
     }
 }
+
+/// What a node computes, as data: the descriptor a backend evaluates on its device's storage.
+/// Borrowed from the primitive (see the module docs).
+#[derive(Clone, Copy, Debug)]
+pub enum Op<'a> {
+    /// The outputs are the inputs `first..first + n_outputs`, unchanged (identity,
+    /// `stop_gradient`, `depends`, a custom function's rule node): no backend work.
+    PassThrough {
+        /// Index of the input that becomes the first output.
+        first: usize,
+    },
+    /// A function rebuilt and evaluated when the node is computed (checkpointed segments,
+    /// rules that recompute lazily); evaluated by the graph, on the devices of its ops.
+    Call(&'a graph::Call),
+    /// Move the input to another device.
+    ToDevice(Device),
+    /// An element-wise function of one array.
+    Unary(unary::UnaryOp),
+    /// Conversion to another dtype.
+    Cast(DType),
+    /// An element-wise function of two broadcast arrays.
+    Binary(binary::BinaryOp),
+    /// `select(condition, a, b)`, broadcast.
+    Select,
+    /// A reduction over axes.
+    Reduce(&'a reduce::Reduce),
+    /// Index of the maximum or minimum along an axis.
+    ArgReduce(&'a reduce::ArgReduce),
+    /// `log(sum(exp(x)))` over axes.
+    LogSumExp(&'a reduce::LogSumExp),
+    /// Softmax along an axis.
+    Softmax(&'a reduce::Softmax),
+    /// A cumulative reduction along an axis.
+    Scan(&'a reduce::Scan),
+    /// Batched, broadcasting matrix product.
+    Matmul,
+    /// `take_along_axis`.
+    Gather(&'a index::TakeAlongAxis),
+    /// Scatter along an axis (add, or put the winners).
+    Scatter(&'a index::ScatterAlongAxis),
+    /// A new shape over the same elements.
+    Reshape(&'a shape::Reshape),
+    /// A permutation of the axes.
+    Transpose(&'a shape::Transpose),
+    /// Broadcast to a larger shape.
+    Broadcast(&'a shape::Broadcast),
+    /// A strided region.
+    Slice(&'a shape::Slice),
+    /// A copy of the first input with a region replaced by the second.
+    SliceUpdate(&'a shape::SliceUpdate),
+    /// Joining along an axis.
+    Concatenate(&'a shape::Concatenate),
+    /// Sum of updates placed into regions of zeros.
+    ScatterSlices(&'a shape::ScatterSlices),
+    /// Random samples from a key.
+    Random(&'a random::RandomSample),
+}
+

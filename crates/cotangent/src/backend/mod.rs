@@ -1,14 +1,197 @@
-//! Backends: where arrays live and how primitives are computed.
+//! Backends: where arrays live and how the op descriptors of the primitives are computed.
 //!
-//! Only the CPU backend exists today. A buffer knows its device ([`Device`]), each primitive
-//! evaluates per backend (`Primitive::eval_cpu`), and ops and transforms never look at device
-//! memory, so a second backend adds an `eval_<device>` method and a buffer variant and nothing
-//! else changes.
-pub mod cpu;
+//! A primitive states *what* it computes as an [`Op`] descriptor; a backend, one per device,
+//! evaluates descriptors on its own storage. [`Storage`] is the data of one computed array on
+//! its device. The evaluator (`graph.rs`) only orders nodes and hands each to [`eval`], which
+//! picks the backend of the node's [`Device`]. Everything that only makes sense on one device
+//! (the CPU's thread pool and buffer donation; a GPU's streams and allocator) lives in that
+//! device's folder. Adding a device means a folder here, a [`Storage`] variant and an arm in
+//! [`eval`] and [`transfer`]; nothing under `primitives/`, `ops/` or `transforms/` changes.
+use crate::primitive::{Op, Spec};
+use crate::{Array, Error, Result};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Where a buffer lives.
+#[doc(hidden)]
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+
+/// Where an array lives.
+///
+/// ```
+/// use cotangent::{Array, Device};
+/// let x = Array::from_slice(&[1.0f32, 2.0], &[2]).to_device(Device::Cpu);
+/// assert_eq!(x.device(), Device::Cpu);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Device {
-    /// Host memory.
+    /// Host memory, computed by the CPU backend.
     Cpu,
+    /// The NVIDIA GPU of this ordinal (needs the `cuda` cargo feature and a driver at run time).
+    Cuda(usize),
+}
+
+impl Device {
+    /// Whether a CUDA GPU can be used: the crate was built with the `cuda` feature, the driver
+    /// and NVRTC libraries load, and at least one device is present. Never panics.
+    ///
+    /// ```
+    /// let _ = cotangent::Device::cuda_available(); // false without the `cuda` feature
+    /// ```
+    pub fn cuda_available() -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            cuda::cuda_available()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
+    }
+
+    /// Parses `cpu`, `cuda` (ordinal 0) or `cuda:N`.
+    ///
+    /// ```
+    /// use cotangent::Device;
+    /// assert_eq!(Device::parse("cuda:1"), Some(Device::Cuda(1)));
+    /// assert_eq!(Device::parse("gpu"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Device> {
+        match s.trim() {
+            "cpu" => Some(Device::Cpu),
+            "cuda" => Some(Device::Cuda(0)),
+            s => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda),
+        }
+    }
+
+    fn encode(self) -> u64 {
+        match self {
+            Device::Cpu => 0,
+            Device::Cuda(n) => n as u64 + 1,
+        }
+    }
+
+    fn decode(v: u64) -> Device {
+        match v {
+            0 => Device::Cpu,
+            n => Device::Cuda(n as usize - 1),
+        }
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// The default device, encoded (see `Device::encode`); `u64::MAX` until first read.
+static DEFAULT_DEVICE: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// The device new arrays are created on: the CPU unless [`set_default_device`] chose another or
+/// the environment variable `COTANGENT_DEVICE` (`cpu`, `cuda`, `cuda:N`) names one, so a whole
+/// program or test suite runs on a GPU unchanged.
+///
+/// # Panics
+/// If `COTANGENT_DEVICE` holds something else.
+pub fn default_device() -> Device {
+    let v = DEFAULT_DEVICE.load(Ordering::Relaxed);
+    if v != u64::MAX {
+        return Device::decode(v);
+    }
+    let d = match std::env::var("COTANGENT_DEVICE") {
+        Ok(s) => Device::parse(&s).unwrap_or_else(|| {
+            panic!("cotangent: COTANGENT_DEVICE={s:?} is not a device (expected cpu, cuda or cuda:N)")
+        }),
+        Err(_) => Device::Cpu,
+    };
+    let _ = DEFAULT_DEVICE.compare_exchange(u64::MAX, d.encode(), Ordering::Relaxed, Ordering::Relaxed);
+    Device::decode(DEFAULT_DEVICE.load(Ordering::Relaxed))
+}
+
+/// Makes `device` the default for arrays created from now on, on every thread.
+///
+/// ```
+/// use cotangent::{self as ct, Device};
+/// ct::set_default_device(Device::Cpu);
+/// assert_eq!(ct::Array::scalar(1.0f32).device(), Device::Cpu);
+/// ```
+pub fn set_default_device(device: Device) {
+    DEFAULT_DEVICE.store(device.encode(), Ordering::Relaxed);
+}
+
+/// The data of one computed array, on its device.
+#[derive(Clone, Debug)]
+pub(crate) enum Storage {
+    /// Host memory.
+    Cpu(cpu::Data),
+    /// GPU memory.
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::CudaData),
+}
+
+impl Storage {
+    /// The device the data is on.
+    pub(crate) fn device(&self) -> Device {
+        match self {
+            Storage::Cpu(_) => Device::Cpu,
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(d) => Device::Cuda(d.ordinal()),
+        }
+    }
+
+    /// The data on the host: borrowed for CPU storage, copied (synchronising) otherwise.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub(crate) fn to_host(&self, spec: &Spec) -> Result<std::borrow::Cow<'_, cpu::Data>> {
+        match self {
+            Storage::Cpu(d) => Ok(std::borrow::Cow::Borrowed(d)),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(d) => Ok(std::borrow::Cow::Owned(d.to_host(&spec.shape)?)),
+        }
+    }
+}
+
+/// Evaluate `op` on the device `device`; `inputs` are computed and on that device.
+pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Storage>> {
+    match device {
+        Device::Cpu => Ok(cpu::kernels::eval(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(n) => cuda::eval(n, op, inputs, outputs),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(n) => Err(no_cuda(n)),
+    }
+}
+
+/// [`eval`] with the inputs handed over by a node that gave them up: a backend may reuse their
+/// buffers for the outputs when nothing else references them (buffer donation).
+pub(crate) fn eval_owned(device: Device, op: Op<'_>, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Storage>> {
+    match device {
+        Device::Cpu => Ok(cpu::kernels::eval_owned(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()),
+        _ => eval(device, op, &inputs, outputs),
+    }
+}
+
+/// Copy computed `data` of `spec` to `device`.
+pub(crate) fn transfer(data: &Storage, spec: &Spec, device: Device) -> Result<Storage> {
+    if data.device() == device {
+        return Ok(data.clone());
+    }
+    match device {
+        Device::Cpu => Ok(Storage::Cpu(data.to_host(spec)?.into_owned())),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(n) => {
+            let host = data.to_host(spec)?;
+            Ok(Storage::Cuda(cuda::CudaData::from_host(n, &host, spec)?))
+        }
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(n) => Err(no_cuda(n)),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn no_cuda(n: usize) -> Error {
+    Error::Eval(format!("device cuda:{n}: cotangent was built without the `cuda` cargo feature"))
 }

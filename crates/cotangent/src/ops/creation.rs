@@ -1,5 +1,5 @@
 //! Creating arrays: constants, ranges, identity and triangular masks.
-use crate::backend::cpu::buffer::BufferElement;
+use crate::dtype::BufferElement;
 use crate::dtype::Element;
 use crate::{Array, DType};
 
@@ -32,19 +32,19 @@ pub fn ones(shape: &[usize], dtype: DType) -> Array {
     full(shape, 1.0, dtype)
 }
 
-/// Zeros with the shape and dtype of `x`.
+/// Zeros with the shape, dtype and device of `x`.
 pub fn zeros_like(x: &Array) -> Array {
-    zeros(x.shape(), x.dtype())
+    full_like(x, 0.0)
 }
 
-/// Ones with the shape and dtype of `x`.
+/// Ones with the shape, dtype and device of `x`.
 pub fn ones_like(x: &Array) -> Array {
-    ones(x.shape(), x.dtype())
+    full_like(x, 1.0)
 }
 
-/// `v` with the shape and dtype of `x`.
+/// `v` with the shape, dtype and device of `x`.
 pub fn full_like(x: &Array, v: f64) -> Array {
-    full(x.shape(), v, x.dtype())
+    scalar_f64(v, x.dtype()).to_device(x.device()).broadcast_to(x.shape())
 }
 
 /// `start, start + step, ...` up to (not including) `stop`, as numpy's `arange`.
@@ -95,7 +95,7 @@ fn mask(n: usize, m: usize, dtype: DType, f: impl Fn(usize, usize) -> bool) -> A
 pub fn tril(x: &Array, k: isize) -> Array {
     assert!(x.ndim() >= 2, "cotangent::tril: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
-    crate::ops::select(&tri(n, m, k, DType::Bool), x, zeros_like(x))
+    crate::ops::select(&tri(n, m, k, DType::Bool).to_device(x.device()), x, zeros_like(x))
 }
 
 /// The upper triangle (on and above diagonal `k`) of the last two axes; zeros elsewhere.
@@ -103,7 +103,7 @@ pub fn tril(x: &Array, k: isize) -> Array {
 pub fn triu(x: &Array, k: isize) -> Array {
     assert!(x.ndim() >= 2, "cotangent::triu: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
-    crate::ops::select(&tri(n, m, k - 1, DType::Bool), zeros_like(x), x)
+    crate::ops::select(&tri(n, m, k - 1, DType::Bool).to_device(x.device()), zeros_like(x), x)
 }
 
 impl Array {

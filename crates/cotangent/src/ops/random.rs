@@ -2,7 +2,7 @@
 //!
 //! A key is a `u32` array of shape `[2]`. The generator is counter-based
 //! **Threefry-2x32 with 20 rounds** (the one JAX uses), in JAX's "partitionable" stream layout:
-//! see [`crate::backend::cpu::random`] for the exact recipe. The same key always gives the same
+//! see the CPU backend's `random` module for the exact recipe. The same key always gives the same
 //! numbers, on any thread and with any number of threads; a key should be used once — derive
 //! fresh keys with [`split`], [`split2`], [`split_keys`] or [`fold_in`].
 //!

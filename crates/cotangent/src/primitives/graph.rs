@@ -1,6 +1,5 @@
 //! Graph primitives: [`Identity`] (transform tracers), [`StopGradient`] and [`Depends`].
-use crate::backend::cpu::Data;
-use crate::primitive::{Primitive, Spec};
+use crate::primitive::{Op, Primitive};
 use crate::{Array, Result};
 use std::sync::Arc;
 
@@ -10,11 +9,11 @@ use std::sync::Arc;
 pub struct Identity;
 
 impl Primitive for Identity {
+    fn op(&self) -> Op<'_> {
+        Op::PassThrough { first: 0 }
+    }
     fn name(&self) -> String {
         "identity".into()
-    }
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        Ok(vec![inputs[0].computed_data()?.clone()])
     }
     fn vjp(&self, _p: &[Array], cotangents: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![cotangents[0].clone()])
@@ -32,11 +31,11 @@ impl Primitive for Identity {
 pub struct StopGradient;
 
 impl Primitive for StopGradient {
+    fn op(&self) -> Op<'_> {
+        Op::PassThrough { first: 0 }
+    }
     fn name(&self) -> String {
         "stop_gradient".into()
-    }
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        Ok(vec![inputs[0].computed_data()?.clone()])
     }
     fn vjp(&self, primals: &[Array], _c: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![crate::ops::zeros_like(&primals[0])])
@@ -61,11 +60,11 @@ pub struct Depends {
 }
 
 impl Primitive for Depends {
+    fn op(&self) -> Op<'_> {
+        Op::PassThrough { first: 0 }
+    }
     fn name(&self) -> String {
         "depends".into()
-    }
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        inputs[..self.n].iter().map(|x| x.computed_data().cloned()).collect()
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(argnums
@@ -88,6 +87,28 @@ impl Primitive for Depends {
     }
 }
 
+/// Moves its input to another device; see [`Array::to_device`].
+#[derive(Debug, Clone, Copy)]
+pub struct ToDevice(pub crate::Device);
+
+impl Primitive for ToDevice {
+    fn op(&self) -> Op<'_> {
+        Op::ToDevice(self.0)
+    }
+    fn name(&self) -> String {
+        format!("to_device({})", self.0)
+    }
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![cotangents[0].to_device(primals[0].device())])
+    }
+    fn jvp(&self, _p: &[Array], tangents: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![tangents[0].to_device(self.0)])
+    }
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        Ok((vec![inputs[0].to_device(self.0)], vec![axes[0]]))
+    }
+}
+
 /// The identity node of a custom function over `inputs ++ forward outputs`; its rules call the
 /// user's rules (see [`custom_function`](crate::custom_function)).
 #[derive(Debug, Clone)]
@@ -97,13 +118,13 @@ pub struct CustomTransforms {
 }
 
 impl Primitive for CustomTransforms {
+    fn op(&self) -> Op<'_> {
+        Op::PassThrough { first: self.n_inputs }
+    }
     fn name(&self) -> String {
         self.rules.name.clone()
     }
 
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        inputs[self.n_inputs..].iter().map(|y| y.computed_data().cloned()).collect()
-    }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
         use crate::transforms::custom::check_rule_outputs;
@@ -245,28 +266,13 @@ impl std::fmt::Debug for Call {
 }
 
 impl Primitive for Call {
+    fn op(&self) -> Op<'_> {
+        Op::Call(self)
+    }
     fn name(&self) -> String {
         self.name.clone()
     }
 
-    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
-        let leaves = inputs
-            .iter()
-            .map(|x| Ok(Array::from_data(x.computed_data()?.clone(), x.shape(), x.dtype())))
-            .collect::<Result<Vec<Array>>>()?;
-        let outs = (self.body)(&leaves)?;
-        let specs: Vec<&Spec> = outs.iter().map(|o| o.spec()).collect();
-        if specs.len() != outputs.len() || specs.iter().zip(outputs).any(|(a, b)| *a != b) {
-            return Err(crate::Error::Eval(format!(
-                "{}: rebuilt at evaluation, it returned {specs:?} where it first returned {outputs:?} \
-                 (forwards and rules must be pure functions of their inputs)",
-                self.name
-            )));
-        }
-        drop(leaves);
-        crate::graph::eval(&outs)?;
-        outs.iter().map(|o| o.computed_data().cloned()).collect()
-    }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let body = self.body.clone();

@@ -6,35 +6,8 @@
 //! Shapes seen by the primitives: `x` and `indices` have the same rank and the same extents on
 //! every axis but `axis`; `updates` has the shape of `indices`. Indices are any integer dtype,
 //! may be negative (counted from the end); an out-of-range index makes evaluation return `Err`.
-use crate::backend::cpu::gather::{gather_along_axis, scatter_along_axis, ScatterElement};
-use crate::backend::cpu::Data;
-use crate::primitive::{Primitive, Spec};
-use crate::{Array, DType, Error, Result};
-
-/// Dispatch on an integer index dtype.
-macro_rules! dispatch_index {
-    ($dtype:expr, $i:ident => $body:expr) => {
-        match $dtype {
-            DType::U8 => {
-                type $i = u8;
-                $body
-            }
-            DType::U32 => {
-                type $i = u32;
-                $body
-            }
-            DType::I32 => {
-                type $i = i32;
-                $body
-            }
-            DType::I64 => {
-                type $i = i64;
-                $body
-            }
-            other => return Err(Error::Eval(format!("indices must be integers, got {other}"))),
-        }
-    };
-}
+use crate::primitive::{Op, Primitive};
+use crate::{Array, DType, Result};
 
 /// Bring every input's batch axis to the front; unbatched inputs are broadcast (a view) to the
 /// batch size. Returns the inputs and the batch size.
@@ -63,17 +36,11 @@ pub struct TakeAlongAxis {
 }
 
 impl Primitive for TakeAlongAxis {
+    fn op(&self) -> Op<'_> {
+        Op::Gather(self)
+    }
     fn name(&self) -> String {
         format!("take_along_axis[{}]", self.axis)
-    }
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        let (x, idx) = (&inputs[0], &inputs[1]);
-        let (dx, di) = (x.computed_data()?, idx.computed_data()?);
-        let d = dispatch_index!(idx.dtype(), I => crate::dispatch_dtype!(x.dtype(), T =>
-            gather_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), self.axis)
-                .map(|v| Data::from_vec(v, idx.shape()))))
-        .map_err(Error::Eval)?;
-        Ok(vec![d])
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let (x, idx) = (&primals[0], &primals[1]);
@@ -116,32 +83,13 @@ pub struct ScatterAlongAxis {
     pub mode: ScatterMode,
 }
 
-fn scatter_kernel<T: ScatterElement, I: crate::backend::cpu::buffer::BufferElement>(
-    mode: ScatterMode,
-    x: &Array,
-    idx: &Array,
-    upd: &Array,
-    axis: usize,
-) -> Result<Data> {
-    let (dx, di, du) = (x.computed_data()?, idx.computed_data()?, upd.computed_data()?);
-    let v = match mode {
-        ScatterMode::Put => scatter_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), du, axis, |_, u| u),
-        ScatterMode::Add => scatter_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), du, axis, T::accumulate),
-    }
-    .map_err(Error::Eval)?;
-    Ok(Data::from_vec(v, x.shape()))
-}
-
 impl Primitive for ScatterAlongAxis {
+    fn op(&self) -> Op<'_> {
+        Op::Scatter(self)
+    }
     fn name(&self) -> String {
         let n = if self.mode == ScatterMode::Put { "put_along_axis" } else { "scatter_add_along_axis" };
         format!("{n}[{}]", self.axis)
-    }
-    fn eval_cpu(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
-        let (x, idx, upd) = (&inputs[0], &inputs[1], &inputs[2]);
-        let d = dispatch_index!(idx.dtype(), I => crate::dispatch_dtype!(x.dtype(), T =>
-            scatter_kernel::<T, I>(self.mode, x, idx, upd, self.axis)))?;
-        Ok(vec![d])
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let (idx, upd) = (&primals[1], &primals[2]);

@@ -4,8 +4,7 @@
 //! the same dtype, broadcasting the batch axes (numpy rules) to `[batch..., m, n]`. The ops
 //! layer ([`crate::ops::matmul`]) promotes dtypes and turns 1-D operands into matrices with
 //! reshapes, so the rules here only see the ≥2-D case.
-use crate::backend::cpu::Data;
-use crate::primitive::{Primitive, Spec};
+use crate::primitive::{Op, Primitive};
 use crate::{Array, Result};
 
 /// Batched, broadcasting matrix product of two arrays with at least two axes each.
@@ -13,15 +12,13 @@ use crate::{Array, Result};
 pub struct Matmul;
 
 impl Primitive for Matmul {
+    fn op(&self) -> Op<'_> {
+        Op::Matmul
+    }
     fn name(&self) -> String {
         "matmul".into()
     }
 
-    fn eval_cpu(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
-        let (a, b) = (&inputs[0], &inputs[1]);
-        let (da, db) = (a.computed_data()?, b.computed_data()?);
-        Ok(vec![crate::backend::cpu::matmul::matmul(da, a.shape(), db, b.shape(), &outputs[0].shape, a.dtype())])
-    }
 
     /// `dA = C·Bᵀ`, `dB = Aᵀ·C`, each summed over the batch axes its operand was broadcast along.
     fn vjp(

@@ -10,5 +10,6 @@ pub mod reduce;
 pub mod strided;
 pub mod transpose;
 pub mod vmath;
+pub(crate) mod kernels;
 
 pub use buffer::{Buffer, Data};
