@@ -8,6 +8,8 @@
 //! - Layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`],
 //!   [`MultiHeadAttention`] and the [`GatedDeltaNet`] layer, whose recurrence runs as a
 //!   chunk-recompute custom function ([`gated_delta`]).
+//! - [`qwen3_next`]: Qwen3-Next's Gated DeltaNet and linear-attention decoder layer, with
+//!   Hugging Face parameter names (checkpoints load by name), checked against transformers.
 //! - [`activations`], [`init`]ialisers, [`losses`], [`optim`]izers and schedules, and
 //!   safetensors [`io`].
 //!
@@ -38,6 +40,7 @@ pub mod layers;
 pub mod losses;
 pub mod module;
 pub mod optim;
+pub mod qwen3_next;
 pub mod tree;
 
 pub use gated_delta::{GatedDeltaNet, GatedDeltaNetConfig, RecurrenceMode};
