@@ -3,8 +3,9 @@
 //! - [`Tree`]: nested, named parameter trees (`"layers.0.attn.q_proj.weight"`), with
 //!   flatten/unflatten, map and zip; gradients and optimizer state are trees of the same shape.
 //! - [`Module`]: models hold their parameters and name each once in [`Module::visit`] (a
-//!   [`Visitor`] pattern from which parameter trees, updates and checkpoint loading derive); [`value_and_grad`] differentiates a loss over a
-//!   model's trainable parameters ([`Freeze`] excludes some) and returns a gradient tree.
+//!   [`Visitor`] from which parameter trees, updates and checkpoint loading derive);
+//!   [`value_and_grad`] differentiates a loss over a model's trainable parameters ([`Freeze`]
+//!   excludes some) and returns a gradient tree.
 //! - Layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`],
 //!   [`MultiHeadAttention`] and the [`GatedDeltaNet`] layer, whose recurrence runs as a
 //!   chunk-recompute custom function ([`gated_delta`]).
