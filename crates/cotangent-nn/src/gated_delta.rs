@@ -18,8 +18,7 @@
 //! intermediates. Only the chunk-boundary states are kept between the forward and backward
 //! pass.
 use crate::layers::Linear;
-use crate::module::{check_keys, update_child, update_leaf};
-use crate::{activations, init, Module, Tree};
+use crate::{activations, init, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Result};
 use std::sync::{Arc, OnceLock};
 
@@ -334,53 +333,24 @@ impl GatedDeltaNet {
     }
 }
 
-const GDN_KEYS: [&str; 9] = ["q_proj", "k_proj", "v_proj", "a_proj", "b_proj", "g_proj", "o_proj", "conv", "norm"];
-
 impl Module for GatedDeltaNet {
-    fn parameters(&self) -> Tree {
-        let mut t = Tree::dict([
-            ("q_proj", self.q_proj.parameters()),
-            ("k_proj", self.k_proj.parameters()),
-            ("v_proj", self.v_proj.parameters()),
-            ("a_proj", self.a_proj.parameters()),
-            ("b_proj", self.b_proj.parameters()),
-            ("g_proj", self.g_proj.parameters()),
-            ("o_proj", self.o_proj.parameters()),
-        ]);
-        if let Some([q, k, v]) = &self.conv {
-            t = t.with(
-                "conv",
-                Tree::dict([("q", Tree::leaf(q.clone())), ("k", Tree::leaf(k.clone())), ("v", Tree::leaf(v.clone()))]),
-            );
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("q_proj", &mut self.q_proj);
+        v.child("k_proj", &mut self.k_proj);
+        v.child("v_proj", &mut self.v_proj);
+        v.child("a_proj", &mut self.a_proj);
+        v.child("b_proj", &mut self.b_proj);
+        v.child("g_proj", &mut self.g_proj);
+        v.child("o_proj", &mut self.o_proj);
+        if let Some([q, k, v_weight]) = &mut self.conv {
+            v.enter("conv");
+            v.param("q", q);
+            v.param("k", k);
+            v.param("v", v_weight);
+            v.leave();
         }
-        t.with("norm", Tree::dict([("weight", Tree::leaf(self.norm_weight.clone()))]))
-    }
-
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &GDN_KEYS)?;
-        update_child(&mut self.q_proj, p, "q_proj")?;
-        update_child(&mut self.k_proj, p, "k_proj")?;
-        update_child(&mut self.v_proj, p, "v_proj")?;
-        update_child(&mut self.a_proj, p, "a_proj")?;
-        update_child(&mut self.b_proj, p, "b_proj")?;
-        update_child(&mut self.g_proj, p, "g_proj")?;
-        update_child(&mut self.o_proj, p, "o_proj")?;
-        match (&mut self.conv, p.child("conv")) {
-            (Some([q, k, v]), Some(cp)) => {
-                check_keys(cp, &["q", "k", "v"])?;
-                update_leaf(q, cp, "q")?;
-                update_leaf(k, cp, "k")?;
-                update_leaf(v, cp, "v")?;
-            }
-            (None, Some(_)) => {
-                return Err(cotangent::Error::Other("update: `conv` given but the layer has no convolution".into()))
-            }
-            _ => {}
-        }
-        if let Some(np) = p.child("norm") {
-            check_keys(np, &["weight"])?;
-            update_leaf(&mut self.norm_weight, np, "weight")?;
-        }
-        Ok(())
+        v.enter("norm");
+        v.param("weight", &mut self.norm_weight);
+        v.leave();
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Tensor names are the dotted leaf names of the tree. The tree's leaf order is stored in the
 //! file's metadata (`cotangent.order`) so [`load`] rebuilds the same order.
-use crate::{Module, Tree};
+use crate::module::{problems_error, Assign};
+use crate::{Module, Tree, Visitor};
 use cotangent::{Array, DType, Error, Result};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
@@ -84,6 +85,16 @@ fn from_bytes(bytes: &[u8], shape: &[usize], dtype: DType) -> Array {
 /// Serialize `tree` to safetensors bytes; float leaves are converted to `float_dtype` if given
 /// (e.g. `Some(DType::BF16)` to halve a checkpoint).
 pub fn to_safetensors_bytes(tree: &Tree, float_dtype: Option<DType>) -> Result<Vec<u8>> {
+    to_safetensors_bytes_with_metadata(tree, float_dtype, &HashMap::new())
+}
+
+/// [`to_safetensors_bytes`] with extra string metadata (e.g. a model's configuration; read it
+/// back with [`load_metadata`]).
+pub fn to_safetensors_bytes_with_metadata(
+    tree: &Tree,
+    float_dtype: Option<DType>,
+    metadata: &HashMap<String, String>,
+) -> Result<Vec<u8>> {
     let flat = tree.flatten();
     let mut owned = Vec::with_capacity(flat.len());
     for (name, a) in &flat {
@@ -102,19 +113,62 @@ pub fn to_safetensors_bytes(tree: &Tree, float_dtype: Option<DType>) -> Result<V
         })
         .collect::<Result<Vec<_>>>()?;
     let order = flat.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join("\n");
-    let meta = HashMap::from([(ORDER_KEY.to_string(), order)]);
+    let mut meta = metadata.clone();
+    meta.insert(ORDER_KEY.to_string(), order);
     safetensors::serialize(views, Some(meta)).map_err(|e| Error::Io(format!("safetensors: {e}")))
 }
 
 /// Write `tree` to a safetensors file (see [`to_safetensors_bytes`]).
 pub fn save(path: impl AsRef<Path>, tree: &Tree, float_dtype: Option<DType>) -> Result<()> {
-    let bytes = to_safetensors_bytes(tree, float_dtype)?;
+    save_with_metadata(path, tree, float_dtype, &HashMap::new())
+}
+
+/// Write `tree` and string `metadata` to a safetensors file.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use cotangent::Array;
+/// use cotangent_nn::{io, Tree};
+/// let path = std::env::temp_dir().join(format!("doc_save_meta_{}.safetensors", std::process::id()));
+/// let tree = Tree::dict([("w", Tree::leaf(Array::scalar(1.0f32)))]);
+/// let meta = HashMap::from([("hidden_size".to_string(), "64".to_string())]);
+/// io::save_with_metadata(&path, &tree, None, &meta).unwrap();
+/// assert_eq!(io::load_metadata(&path).unwrap()["hidden_size"], "64");
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn save_with_metadata(
+    path: impl AsRef<Path>,
+    tree: &Tree,
+    float_dtype: Option<DType>,
+    metadata: &HashMap<String, String>,
+) -> Result<()> {
+    let bytes = to_safetensors_bytes_with_metadata(tree, float_dtype, metadata)?;
     std::fs::write(path.as_ref(), bytes).map_err(|e| Error::Io(format!("writing {}: {e}", path.as_ref().display())))
 }
 
 /// Parse safetensors bytes into a tree. A truncated or malformed buffer is an `Err` that says
 /// what is wrong.
 pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Tree> {
+    Tree::unflatten(named_tensors_from_bytes(bytes, |_| true)?)
+}
+
+/// The tensors of safetensors bytes whose names satisfy `keep`, with their names, in the file's
+/// stored leaf order (see the module docs) or else sorted by name. Only the kept tensors are
+/// converted, so one layer can be read out of a large checkpoint.
+///
+/// ```
+/// use cotangent::Array;
+/// use cotangent_nn::{io, Tree};
+/// let tree = Tree::dict([
+///     ("a", Tree::leaf(Array::scalar(1.0f32))),
+///     ("b", Tree::leaf(Array::scalar(2.0f32))),
+/// ]);
+/// let bytes = io::to_safetensors_bytes(&tree, None).unwrap();
+/// let kept = io::named_tensors_from_bytes(&bytes, |name| name == "b").unwrap();
+/// assert_eq!(kept.len(), 1);
+/// assert_eq!(kept[0].0, "b");
+/// ```
+pub fn named_tensors_from_bytes(bytes: &[u8], keep: impl Fn(&str) -> bool) -> Result<Vec<(String, Array)>> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
     let (_, meta) =
         SafeTensors::read_metadata(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
@@ -129,52 +183,166 @@ pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Tree> {
         }
     }
     let mut items = Vec::with_capacity(names.len());
-    for name in names {
+    for name in names.into_iter().filter(|n| keep(n)) {
         let view = st.tensor(&name).map_err(|e| Error::Io(format!("safetensors: tensor `{name}`: {e}")))?;
         let dtype = ct_dtype(view.dtype(), &name)?;
         items.push((name, from_bytes(view.data(), view.shape(), dtype)));
     }
-    Tree::unflatten(items)
+    Ok(items)
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::Io(format!("reading {}: {e}", path.display())))
+}
+
+fn name_file(path: &Path) -> impl Fn(Error) -> Error + '_ {
+    move |e| match e {
+        Error::Io(m) => Error::Io(format!("{}: {m}", path.display())),
+        Error::Shape(m) => Error::Shape(format!("{}: {m}", path.display())),
+        Error::Other(m) => Error::Other(format!("{}: {m}", path.display())),
+        e => e,
+    }
 }
 
 /// Read a safetensors file into a tree.
 pub fn load(path: impl AsRef<Path>) -> Result<Tree> {
     let p = path.as_ref();
-    let bytes = std::fs::read(p).map_err(|e| Error::Io(format!("reading {}: {e}", p.display())))?;
-    from_safetensors_bytes(&bytes).map_err(|e| match e {
-        Error::Io(m) => Error::Io(format!("{}: {m}", p.display())),
-        e => e,
-    })
+    from_safetensors_bytes(&read_file(p)?).map_err(name_file(p))
 }
 
-/// Load a checkpoint into `model`: every parameter of `model.parameters()` must be in the file
-/// with the same shape (it is converted to the parameter's dtype). A missing tensor, a shape
-/// mismatch or an extra tensor is an `Err` that names it.
+/// Load a checkpoint into `model`: every parameter (named as in
+/// [`parameters`](Module::parameters)) must be in the file with the same shape; it is converted
+/// to the parameter's dtype (a `bf16` or `f16` file loads into an `f32` model). Every missing
+/// tensor, shape mismatch and extra tensor is named in one `Err`, and the model is then left
+/// unchanged.
+///
+/// ```
+/// use cotangent::{self as ct, DType};
+/// use cotangent_nn::{io, Linear, Module};
+/// let path = std::env::temp_dir().join(format!("doc_load_into_{}.safetensors", std::process::id()));
+/// let saved = Linear::new(&ct::random::key(0), 3, 2, true, DType::F32);
+/// io::save(&path, &saved.parameters(), Some(DType::BF16)).unwrap();
+/// let mut model = Linear::new(&ct::random::key(1), 3, 2, true, DType::F32);
+/// io::load_into(&mut model, &path).unwrap();
+/// assert_eq!(model.weight.dtype(), DType::F32);
+/// let mut wrong = Linear::new(&ct::random::key(1), 4, 2, false, DType::F32);
+/// let err = io::load_into(&mut wrong, &path).unwrap_err().to_string();
+/// assert!(err.contains("`weight` has shape [2, 3]") && err.contains("`bias` is not a parameter"), "{err}");
+/// # std::fs::remove_file(&path).ok();
+/// ```
 pub fn load_into<M: Module>(model: &mut M, path: impl AsRef<Path>) -> Result<()> {
-    let loaded = load(path.as_ref())?;
-    let mut found: HashMap<String, Array> = loaded.flatten().into_iter().collect();
-    let params = model.parameters();
-    let mut new = Vec::new();
-    for (name, p) in params.flatten() {
-        let a = found.remove(&name).ok_or_else(|| {
-            Error::Io(format!("{}: missing tensor `{name}` (shape {:?})", path.as_ref().display(), p.shape()))
-        })?;
-        if a.shape() != p.shape() {
-            return Err(Error::Shape(format!(
-                "{}: tensor `{name}` has shape {:?} but the model expects {:?}",
-                path.as_ref().display(),
-                a.shape(),
-                p.shape()
-            )));
-        }
-        new.push(a.astype(p.dtype()));
+    load_into_with_prefix(model, path, "")
+}
+
+/// Load the parameters of `model` from the tensors named `prefix` + parameter name, e.g. one
+/// decoder layer of a Hugging Face checkpoint with `prefix = "model.layers.3."`. Tensors that
+/// do not start with `prefix` are ignored (not read); among those that do, the rules of
+/// [`load_into`] apply: all missing, extra and mis-shaped tensors are named in one `Err`.
+pub fn load_into_with_prefix<M: Module>(model: &mut M, path: impl AsRef<Path>, prefix: &str) -> Result<()> {
+    let p = path.as_ref();
+    let tensors = named_tensors_from_bytes(&read_file(p)?, |name| name.starts_with(prefix)).map_err(name_file(p))?;
+    assign_named_tensors(model, tensors, prefix).map_err(name_file(p))
+}
+
+/// Set the parameters of `model` from `(name, array)` pairs, where a parameter `w` is named
+/// `prefix` + `w`; names without the prefix are ignored. Arrays are converted to each
+/// parameter's dtype. Every missing, extra (under the prefix) or mis-shaped tensor is named in
+/// one `Err`; the model is changed only when there is none.
+///
+/// ```
+/// use cotangent::{self as ct, Array, DType};
+/// use cotangent_nn::{io, Linear, Module};
+/// let mut lin = Linear::new(&ct::random::key(0), 2, 1, false, DType::F32);
+/// let tensors = vec![
+///     ("layer.weight".to_string(), Array::from_slice(&[1.0f64, 2.0], &[1, 2])),
+///     ("other.weight".to_string(), Array::scalar(0.0f32)), // no prefix: ignored
+/// ];
+/// io::assign_named_tensors(&mut lin, tensors, "layer.").unwrap();
+/// assert_eq!(lin.weight.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+/// ```
+pub fn assign_named_tensors<M: Module>(
+    model: &mut M,
+    tensors: impl IntoIterator<Item = (String, Array)>,
+    prefix: &str,
+) -> Result<()> {
+    let found: HashMap<String, Array> =
+        tensors.into_iter().filter_map(|(n, a)| n.strip_prefix(prefix).map(|rest| (rest.to_string(), a))).collect();
+    let mut check = LoadCheck { prefix, found, path: Vec::new(), replacements: Vec::new(), problems: Vec::new() };
+    model.visit(&mut check);
+    let mut extra: Vec<&String> = check.found.keys().collect();
+    extra.sort();
+    let mut problems = check.problems;
+    let only_shapes = problems.iter().all(|(shape, _)| *shape) && extra.is_empty();
+    let mut messages: Vec<String> = problems.drain(..).map(|(_, m)| m).collect();
+    messages.extend(extra.iter().map(|n| format!("tensor `{prefix}{n}` is not a parameter of the model")));
+    if !messages.is_empty() {
+        return Err(problems_error("loading parameters", messages, only_shapes));
     }
-    if let Some(extra) = found.keys().min() {
-        return Err(Error::Io(format!(
-            "{}: tensor `{extra}` is not a parameter of the model",
-            path.as_ref().display()
-        )));
+    let arrays: Vec<Array> = check.replacements.iter().flatten().cloned().collect();
+    cotangent::eval(&arrays)?;
+    model.visit(&mut Assign { replacements: check.replacements.into_iter() });
+    Ok(())
+}
+
+/// First pass of [`assign_named_tensors`]: matches each parameter with its tensor.
+struct LoadCheck<'a> {
+    prefix: &'a str,
+    found: HashMap<String, Array>,
+    path: Vec<String>,
+    replacements: Vec<Option<Array>>,
+    /// (is a shape mismatch, message)
+    problems: Vec<(bool, String)>,
+}
+
+impl Visitor for LoadCheck<'_> {
+    fn visit_param(&mut self, name: &str, value: &mut Array, _frozen: bool) {
+        let mut parts = self.path.clone();
+        parts.push(name.to_string());
+        let full = parts.join(".");
+        let prefix = self.prefix;
+        let replacement = match self.found.remove(&full) {
+            None => {
+                self.problems.push((false, format!("missing tensor `{prefix}{full}` (shape {:?})", value.shape())));
+                None
+            }
+            Some(a) if a.shape() != value.shape() => {
+                self.problems.push((
+                    true,
+                    format!(
+                        "tensor `{prefix}{full}` has shape {:?} but the model expects {:?}",
+                        a.shape(),
+                        value.shape()
+                    ),
+                ));
+                None
+            }
+            Some(a) => Some(a.astype(value.dtype())),
+        };
+        self.replacements.push(replacement);
     }
-    cotangent::eval(&new)?;
-    model.update(&params.with_leaves(new)?)
+    fn enter(&mut self, name: &str) {
+        self.path.push(name.to_string());
+    }
+    fn leave(&mut self) {
+        self.path.pop();
+    }
+}
+
+/// The string metadata of a safetensors file (`__metadata__`; empty if it has none), e.g. the
+/// configuration a reference file was generated with.
+///
+/// ```
+/// use cotangent::Array;
+/// use cotangent_nn::{io, Tree};
+/// let path = std::env::temp_dir().join(format!("doc_metadata_{}.safetensors", std::process::id()));
+/// io::save(&path, &Tree::dict([("x", Tree::leaf(Array::scalar(1.0f32)))]), None).unwrap();
+/// assert!(io::load_metadata(&path).unwrap().contains_key("cotangent.order"));
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn load_metadata(path: impl AsRef<Path>) -> Result<HashMap<String, String>> {
+    let p = path.as_ref();
+    let bytes = read_file(p)?;
+    let (_, meta) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| Error::Io(format!("{}: malformed safetensors data: {e}", p.display())))?;
+    Ok(meta.metadata().clone().unwrap_or_default())
 }

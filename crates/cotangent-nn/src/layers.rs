@@ -1,9 +1,8 @@
 //! Basic layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`]
 //! and causal [`MultiHeadAttention`]. Each holds its parameters as arrays and implements
 //! [`Module`]; `forward` methods build the lazy graph.
-use crate::module::{check_keys, update_child, update_leaf};
-use crate::{activations, init, Module, Tree};
-use cotangent::{self as ct, Array, DType, Result};
+use crate::{activations, init, Module, Visitor};
+use cotangent::{self as ct, Array, DType};
 
 /// `y = x Wᵀ + b`, with `W` of shape `[out, in]` (PyTorch's layout).
 #[derive(Clone, Debug)]
@@ -39,20 +38,11 @@ impl Linear {
 }
 
 impl Module for Linear {
-    fn parameters(&self) -> Tree {
-        let t = Tree::empty().with("weight", Tree::leaf(self.weight.clone()));
-        match &self.bias {
-            Some(b) => t.with("bias", Tree::leaf(b.clone())),
-            None => t,
-        }
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, if self.bias.is_some() { &["weight", "bias"] } else { &["weight"] })?;
-        update_leaf(&mut self.weight, p, "weight")?;
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.param("weight", &mut self.weight);
         if let Some(b) = &mut self.bias {
-            update_leaf(b, p, "bias")?;
+            v.param("bias", b);
         }
-        Ok(())
     }
 }
 
@@ -81,12 +71,8 @@ impl Embedding {
 }
 
 impl Module for Embedding {
-    fn parameters(&self) -> Tree {
-        Tree::empty().with("weight", Tree::leaf(self.weight.clone()))
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["weight"])?;
-        update_leaf(&mut self.weight, p, "weight")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.param("weight", &mut self.weight);
     }
 }
 
@@ -128,20 +114,13 @@ impl LayerNorm {
 }
 
 impl Module for LayerNorm {
-    fn parameters(&self) -> Tree {
-        let mut t = Tree::empty();
-        if let (Some(w), Some(b)) = (&self.weight, &self.bias) {
-            t = t.with("weight", Tree::leaf(w.clone())).with("bias", Tree::leaf(b.clone()));
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        if let Some(w) = &mut self.weight {
+            v.param("weight", w);
         }
-        t
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, if self.weight.is_some() { &["weight", "bias"] } else { &[] })?;
-        if let (Some(w), Some(b)) = (&mut self.weight, &mut self.bias) {
-            update_leaf(w, p, "weight")?;
-            update_leaf(b, p, "bias")?;
+        if let Some(b) = &mut self.bias {
+            v.param("bias", b);
         }
-        Ok(())
     }
 }
 
@@ -167,12 +146,8 @@ impl RMSNorm {
 }
 
 impl Module for RMSNorm {
-    fn parameters(&self) -> Tree {
-        Tree::empty().with("weight", Tree::leaf(self.weight.clone()))
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["weight"])?;
-        update_leaf(&mut self.weight, p, "weight")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.param("weight", &mut self.weight);
     }
 }
 
@@ -205,12 +180,7 @@ impl Dropout {
 }
 
 impl Module for Dropout {
-    fn parameters(&self) -> Tree {
-        Tree::empty()
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &[])
-    }
+    fn visit(&mut self, _v: &mut dyn Visitor) {}
 }
 
 /// An element-wise activation function.
@@ -267,13 +237,9 @@ impl Mlp {
 }
 
 impl Module for Mlp {
-    fn parameters(&self) -> Tree {
-        Tree::dict([("fc1", self.fc1.parameters()), ("fc2", self.fc2.parameters())])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["fc1", "fc2"])?;
-        update_child(&mut self.fc1, p, "fc1")?;
-        update_child(&mut self.fc2, p, "fc2")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("fc1", &mut self.fc1);
+        v.child("fc2", &mut self.fc2);
     }
 }
 
@@ -324,19 +290,10 @@ impl MultiHeadAttention {
 }
 
 impl Module for MultiHeadAttention {
-    fn parameters(&self) -> Tree {
-        Tree::dict([
-            ("q_proj", self.q_proj.parameters()),
-            ("k_proj", self.k_proj.parameters()),
-            ("v_proj", self.v_proj.parameters()),
-            ("o_proj", self.o_proj.parameters()),
-        ])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["q_proj", "k_proj", "v_proj", "o_proj"])?;
-        update_child(&mut self.q_proj, p, "q_proj")?;
-        update_child(&mut self.k_proj, p, "k_proj")?;
-        update_child(&mut self.v_proj, p, "v_proj")?;
-        update_child(&mut self.o_proj, p, "o_proj")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("q_proj", &mut self.q_proj);
+        v.child("k_proj", &mut self.k_proj);
+        v.child("v_proj", &mut self.v_proj);
+        v.child("o_proj", &mut self.o_proj);
     }
 }

@@ -2,11 +2,15 @@
 //!
 //! - [`Tree`]: nested, named parameter trees (`"layers.0.attn.q_proj.weight"`), with
 //!   flatten/unflatten, map and zip; gradients and optimizer state are trees of the same shape.
-//! - [`Module`]: models hold their parameters; [`value_and_grad`] differentiates a loss over a
-//!   model's trainable parameters ([`Freeze`] excludes some) and returns a gradient tree.
+//! - [`Module`]: models hold their parameters and name each once in [`Module::visit`] (a
+//!   [`Visitor`] from which parameter trees, updates and checkpoint loading derive);
+//!   [`value_and_grad`] differentiates a loss over a model's trainable parameters ([`Freeze`]
+//!   excludes some) and returns a gradient tree.
 //! - Layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`],
 //!   [`MultiHeadAttention`] and the [`GatedDeltaNet`] layer, whose recurrence runs as a
 //!   chunk-recompute custom function ([`gated_delta`]).
+//! - [`qwen3_next`]: Qwen3-Next's Gated DeltaNet and linear-attention decoder layer, with
+//!   Hugging Face parameter names (checkpoints load by name), checked against transformers.
 //! - [`activations`], [`init`]ialisers, [`losses`], [`optim`]izers and schedules, and
 //!   safetensors [`io`].
 //!
@@ -37,9 +41,10 @@ pub mod layers;
 pub mod losses;
 pub mod module;
 pub mod optim;
+pub mod qwen3_next;
 pub mod tree;
 
 pub use gated_delta::{GatedDeltaNet, GatedDeltaNetConfig, RecurrenceMode};
 pub use layers::{Activation, Dropout, Embedding, LayerNorm, Linear, Mlp, MultiHeadAttention, RMSNorm};
-pub use module::{value_and_grad, Freeze, Module};
+pub use module::{value_and_grad, Freeze, Module, Visitor};
 pub use tree::Tree;

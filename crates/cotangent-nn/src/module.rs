@@ -2,104 +2,285 @@
 use crate::Tree;
 use cotangent::transforms::IntoOutputs;
 use cotangent::{self as ct, Array, Error, Result};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A model or layer that holds parameters.
 ///
-/// `parameters` returns them as a [`Tree`] named by the model's own structure; `update` writes
-/// back a tree of the same names (a *partial* tree is fine: leaves it does not name keep their
-/// values). The gradient returned by [`value_and_grad`] is a tree of the trainable parameters,
-/// so `update` also accepts what an optimizer step produces.
-pub trait Module {
-    /// Every parameter, trainable and frozen.
-    fn parameters(&self) -> Tree;
+/// A module names each of its parameters and children **once**, in [`visit`](Module::visit);
+/// [`parameters`](Module::parameters), [`trainable_parameters`](Module::trainable_parameters),
+/// [`update`](Module::update) and checkpoint loading ([`crate::io::load_into`]) all derive from
+/// it. Parameters are named by the path of children to them, joined with dots
+/// (`"layers.0.mixer.in_proj_qkvz.weight"`).
+///
+/// ```
+/// use cotangent::{self as ct, Array, DType};
+/// use cotangent_nn::{Linear, Module, RMSNorm, Tree, Visitor};
+///
+/// #[derive(Clone)]
+/// struct Block {
+///     norm: RMSNorm,
+///     proj: Linear,
+///     scale: Array,
+/// }
+///
+/// impl Module for Block {
+///     fn visit(&mut self, v: &mut dyn Visitor) {
+///         v.child("norm", &mut self.norm);
+///         v.child("proj", &mut self.proj);
+///         v.param("scale", &mut self.scale);
+///     }
+/// }
+///
+/// let mut block = Block {
+///     norm: RMSNorm::new(3, 1e-6, DType::F32),
+///     proj: Linear::new(&ct::random::key(0), 3, 2, false, DType::F32),
+///     scale: Array::scalar(1.0f32),
+/// };
+/// assert_eq!(block.parameters().names(), ["norm.weight", "proj.weight", "scale"]);
+/// block.update(&Tree::dict([("scale", Tree::leaf(Array::scalar(2.0f32)))])).unwrap();
+/// assert_eq!(block.scale.item::<f32>().unwrap(), 2.0);
+/// ```
+pub trait Module: Clone {
+    /// Show `v` every parameter ([`param`](Visitor::param)) and every child module
+    /// ([`child`](Visitor::child)) under its name, in a fixed order.
+    fn visit(&mut self, v: &mut dyn Visitor);
+
+    /// Every parameter, trainable and frozen, as a tree named by [`visit`](Module::visit).
+    fn parameters(&self) -> Tree {
+        collect(self, true)
+    }
+
+    /// The parameters that training changes: all of them except those a [`Freeze`] marks frozen.
+    fn trainable_parameters(&self) -> Tree {
+        collect(self, false)
+    }
 
     /// Replace the parameters named in `params` (a sub-tree of [`parameters`](Module::parameters));
-    /// an unknown name, or a shape or dtype that differs from the current parameter, is an `Err`
-    /// that names it.
-    fn update(&mut self, params: &Tree) -> Result<()>;
-
-    /// The parameters that training changes; by default all of them (see [`Freeze`]).
-    fn trainable_parameters(&self) -> Tree {
-        self.parameters()
-    }
-}
-
-/// Write `params[key]` (if present) into `slot`, checking shape and dtype. For `update`
-/// implementations.
-pub fn update_leaf(slot: &mut Array, params: &Tree, key: &str) -> Result<()> {
-    match params.child(key) {
-        None => Ok(()),
-        Some(Tree::Leaf(a)) => {
-            if a.shape() != slot.shape() || a.dtype() != slot.dtype() {
-                return Err(Error::Shape(format!(
-                    "update of `{key}`: got shape {:?} {} but the parameter is {:?} {}",
-                    a.shape(),
-                    a.dtype(),
-                    slot.shape(),
-                    slot.dtype()
-                )));
+    /// those it does not name keep their values. Every unknown name, and every shape or dtype
+    /// that differs from the current parameter, is reported in one `Err` that names them all;
+    /// the module is then left unchanged.
+    fn update(&mut self, params: &Tree) -> Result<()> {
+        let mut check = UpdateCheck { stack: vec![Some(params)], ..Default::default() };
+        self.visit(&mut check);
+        let used: HashSet<&str> = check.used.iter().map(String::as_str).collect();
+        for name in params.names() {
+            if !used.contains(name.as_str()) && !check.subtrees.iter().any(|s| name.starts_with(&format!("{s}."))) {
+                check.problems.push(format!("unknown parameter `{name}`"));
+                check.not_only_shapes = true;
             }
-            *slot = a.clone();
-            Ok(())
         }
-        Some(_) => Err(Error::Other(format!("update of `{key}`: expected an array, found a subtree"))),
+        if !check.problems.is_empty() {
+            return Err(problems_error("update", check.problems, !check.not_only_shapes));
+        }
+        self.visit(&mut Assign { replacements: check.replacements.into_iter() });
+        Ok(())
     }
 }
 
-/// Pass `params[key]` (if present) to a sub-module's `update`.
-pub fn update_child(module: &mut dyn Module, params: &Tree, key: &str) -> Result<()> {
-    match params.child(key) {
-        None => Ok(()),
-        Some(t) => module.update(t).map_err(|e| prefix_error(e, key)),
+/// What [`Module::visit`] reports to: parameters, and the start and end of each child.
+///
+/// Modules call the helpers [`param`](Visitor::param) and [`child`](Visitor::child) (methods of
+/// `dyn Visitor`); a new kind of traversal implements the three required methods. The name
+/// given to [`visit_param`](Visitor::visit_param) and [`enter`](Visitor::enter) is relative to
+/// the child entered last.
+///
+/// ```
+/// use cotangent::{self as ct, Array, DType};
+/// use cotangent_nn::{Mlp, Activation, Module, Visitor};
+///
+/// /// Counts the scalars of every parameter.
+/// #[derive(Default)]
+/// struct CountElements(usize);
+/// impl Visitor for CountElements {
+///     fn visit_param(&mut self, _name: &str, value: &mut Array, _frozen: bool) {
+///         self.0 += value.size();
+///     }
+///     fn enter(&mut self, _name: &str) {}
+///     fn leave(&mut self) {}
+/// }
+///
+/// let mut mlp = Mlp::new(&ct::random::key(0), 4, 8, Activation::Relu, DType::F32);
+/// let mut count = CountElements::default();
+/// mlp.visit(&mut count);
+/// assert_eq!(count.0, 4 * 8 + 8 + 8 * 4 + 4);
+/// ```
+pub trait Visitor {
+    /// A parameter `name` of the current module; `frozen` when a [`Freeze`] around it excludes
+    /// it from training.
+    fn visit_param(&mut self, name: &str, value: &mut Array, frozen: bool);
+    /// The start of child module `name` of the current module.
+    fn enter(&mut self, name: &str);
+    /// The end of the child entered last.
+    fn leave(&mut self);
+}
+
+impl dyn Visitor + '_ {
+    /// Report the (trainable) parameter `name`; for [`Module::visit`] implementations.
+    pub fn param(&mut self, name: &str, value: &mut Array) {
+        self.visit_param(name, value, false);
+    }
+
+    /// Report the child module `name` and everything in it; for [`Module::visit`]
+    /// implementations.
+    pub fn child<M: Module>(&mut self, name: &str, module: &mut M) {
+        self.enter(name);
+        module.visit(self);
+        self.leave();
     }
 }
 
-/// Check that `params` names only `known` keys (for `update` implementations).
-pub fn check_keys(params: &Tree, known: &[&str]) -> Result<()> {
-    match params {
-        Tree::Dict(items) => {
-            for (k, _) in items {
-                if !known.contains(&k.as_str()) {
-                    return Err(Error::Other(format!("update: unknown parameter `{k}` (known: {known:?})")));
+/// The dotted path of the child being visited.
+#[derive(Default)]
+struct Path(Vec<String>);
+
+impl Path {
+    fn join(&self, name: &str) -> String {
+        let mut parts = self.0.clone();
+        parts.push(name.to_string());
+        parts.join(".")
+    }
+}
+
+/// Builds the parameter tree; children without parameters are left out, children numbered
+/// `0..n` (a `Vec` of modules) become lists.
+struct Collect {
+    include_frozen: bool,
+    stack: Vec<(String, Vec<(String, Tree)>)>,
+}
+
+fn collect<M: Module>(module: &M, include_frozen: bool) -> Tree {
+    let mut c = Collect { include_frozen, stack: vec![(String::new(), Vec::new())] };
+    module.clone().visit(&mut c);
+    let (_, items) = c.stack.pop().expect("the root");
+    node(items)
+}
+
+fn node(items: Vec<(String, Tree)>) -> Tree {
+    let numbered = !items.is_empty() && items.iter().enumerate().all(|(i, (k, _))| *k == i.to_string());
+    if numbered {
+        Tree::List(items.into_iter().map(|(_, t)| t).collect())
+    } else {
+        Tree::Dict(items)
+    }
+}
+
+impl Visitor for Collect {
+    fn visit_param(&mut self, name: &str, value: &mut Array, frozen: bool) {
+        if self.include_frozen || !frozen {
+            let top = self.stack.last_mut().expect("the root is never left");
+            top.1.push((name.to_string(), Tree::Leaf(value.clone())));
+        }
+    }
+    fn enter(&mut self, name: &str) {
+        self.stack.push((name.to_string(), Vec::new()));
+    }
+    fn leave(&mut self) {
+        let (name, items) = self.stack.pop().expect("leave after enter");
+        if !items.is_empty() {
+            self.stack.last_mut().expect("the root is never left").1.push((name, node(items)));
+        }
+    }
+}
+
+/// First pass of [`Module::update`]: finds the replacement of each parameter (in visit order)
+/// and every problem, without changing the module.
+#[derive(Default)]
+struct UpdateCheck<'a> {
+    stack: Vec<Option<&'a Tree>>,
+    path: Path,
+    replacements: Vec<Option<Array>>,
+    used: Vec<String>,
+    subtrees: Vec<String>,
+    problems: Vec<String>,
+    /// A problem other than a shape or dtype mismatch was found.
+    not_only_shapes: bool,
+}
+
+impl Visitor for UpdateCheck<'_> {
+    fn visit_param(&mut self, name: &str, value: &mut Array, _frozen: bool) {
+        let full = self.path.join(name);
+        let given = self.stack.last().copied().flatten().and_then(|t| t.child(name));
+        let replacement = match given {
+            None => None,
+            Some(Tree::Leaf(a)) => {
+                self.used.push(full.clone());
+                if a.shape() == value.shape() && a.dtype() == value.dtype() {
+                    Some(a.clone())
+                } else {
+                    self.problems.push(format!(
+                        "`{full}`: got shape {:?} {} but the parameter is {:?} {}",
+                        a.shape(),
+                        a.dtype(),
+                        value.shape(),
+                        value.dtype()
+                    ));
+                    None
                 }
             }
-            Ok(())
-        }
-        Tree::List(l) if l.is_empty() => Ok(()),
-        _ => Err(Error::Other("update: expected a dictionary of parameters".into())),
+            Some(_) => {
+                self.subtrees.push(full.clone());
+                self.not_only_shapes = true;
+                self.problems.push(format!("`{full}`: expected an array, found a subtree"));
+                None
+            }
+        };
+        self.replacements.push(replacement);
+    }
+    fn enter(&mut self, name: &str) {
+        let child = self.stack.last().copied().flatten().and_then(|t| t.child(name));
+        self.stack.push(child);
+        self.path.0.push(name.to_string());
+    }
+    fn leave(&mut self) {
+        self.stack.pop();
+        self.path.0.pop();
     }
 }
 
-fn prefix_error(e: Error, key: &str) -> Error {
-    match e {
-        Error::Shape(m) => Error::Shape(format!("{key}.{m}")),
-        Error::Other(m) => Error::Other(format!("{key}: {m}")),
-        e => e,
+/// Second pass of an update or a load: writes the replacements found by the first pass, in
+/// visit order.
+pub(crate) struct Assign {
+    pub(crate) replacements: std::vec::IntoIter<Option<Array>>,
+}
+
+impl Visitor for Assign {
+    fn visit_param(&mut self, _name: &str, value: &mut Array, _frozen: bool) {
+        if let Some(Some(a)) = self.replacements.next() {
+            *value = a;
+        }
+    }
+    fn enter(&mut self, _name: &str) {}
+    fn leave(&mut self) {}
+}
+
+/// One error listing every problem found (`Error::Shape` when all are shape or dtype
+/// mismatches, else `Error::Other`).
+pub(crate) fn problems_error(context: &str, problems: Vec<String>, only_shapes: bool) -> Error {
+    let message = if problems.len() == 1 {
+        format!("{context}: {}", problems[0])
+    } else {
+        format!("{context}: {} problems:\n  {}", problems.len(), problems.join("\n  "))
+    };
+    if only_shapes {
+        Error::Shape(message)
+    } else {
+        Error::Other(message)
     }
 }
 
 impl<M: Module> Module for Vec<M> {
-    fn parameters(&self) -> Tree {
-        Tree::List(self.iter().map(Module::parameters).collect())
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        for (i, m) in self.iter_mut().enumerate() {
+            v.child(&i.to_string(), m);
+        }
     }
-    fn trainable_parameters(&self) -> Tree {
-        Tree::List(self.iter().map(Module::trainable_parameters).collect())
-    }
-    fn update(&mut self, params: &Tree) -> Result<()> {
-        match params {
-            Tree::List(items) if items.len() <= self.len() => items
-                .iter()
-                .zip(self.iter_mut())
-                .enumerate()
-                .try_for_each(|(i, (t, m))| m.update(t).map_err(|e| prefix_error(e, &i.to_string()))),
-            Tree::Dict(items) => items.iter().try_for_each(|(k, t)| {
-                let i: usize = k.parse().map_err(|_| Error::Other(format!("update: `{k}` is not a list index")))?;
-                let n = self.len();
-                let m = self.get_mut(i).ok_or_else(|| Error::Other(format!("update: index {i} past a list of {n}")))?;
-                m.update(t).map_err(|e| prefix_error(e, k))
-            }),
-            _ => Err(Error::Other(format!("update: expected a list of at most {} items", self.len()))),
+}
+
+impl<M: Module> Module for Option<M> {
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        if let Some(m) = self {
+            m.visit(v);
         }
     }
 }
@@ -132,7 +313,7 @@ impl<M> Freeze<M> {
 
     /// Whether the parameter named `name` is frozen.
     pub fn is_frozen(&self, name: &str) -> bool {
-        self.frozen.iter().any(|p| name == p || name.starts_with(&format!("{p}.")))
+        is_under(name, &self.frozen)
     }
 }
 
@@ -144,14 +325,37 @@ impl<M> std::ops::Deref for Freeze<M> {
 }
 
 impl<M: Module> Module for Freeze<M> {
-    fn parameters(&self) -> Tree {
-        self.module.parameters()
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        let mut marking = MarkFrozen { inner: v, frozen: &self.frozen, path: Path::default() };
+        self.module.visit(&mut marking);
     }
-    fn trainable_parameters(&self) -> Tree {
-        self.module.trainable_parameters().filter(|n| !self.is_frozen(n))
+}
+
+/// Whether `name` is one of `prefixes` or lies under one (a whole path component).
+fn is_under(name: &str, prefixes: &[String]) -> bool {
+    prefixes.iter().any(|p| name == p || name.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with('.')))
+}
+
+/// Passes a visit through, marking the parameters a [`Freeze`] names as frozen.
+struct MarkFrozen<'a, 'b> {
+    inner: &'a mut dyn Visitor,
+    frozen: &'b [String],
+    path: Path,
+}
+
+impl Visitor for MarkFrozen<'_, '_> {
+    fn visit_param(&mut self, name: &str, value: &mut Array, frozen: bool) {
+        let full = self.path.join(name);
+        let marked = is_under(&full, self.frozen);
+        self.inner.visit_param(name, value, frozen || marked);
     }
-    fn update(&mut self, params: &Tree) -> Result<()> {
-        self.module.update(params)
+    fn enter(&mut self, name: &str) {
+        self.path.0.push(name.to_string());
+        self.inner.enter(name);
+    }
+    fn leave(&mut self) {
+        self.path.0.pop();
+        self.inner.leave();
     }
 }
 

@@ -2,7 +2,6 @@
 //! fused cross-entropy VJP, and `value_and_grad` with frozen parameters.
 use cotangent::{self as ct, Array, DType, Result};
 use cotangent_nn::losses::{binary_cross_entropy_with_logits, cross_entropy, mse, Reduction};
-use cotangent_nn::module::{check_keys, update_child};
 use cotangent_nn::*;
 
 /// Compare the gradient tree of `loss(model)` with central differences on every parameter
@@ -92,22 +91,12 @@ impl Tiny {
 }
 
 impl Module for Tiny {
-    fn parameters(&self) -> Tree {
-        Tree::dict([
-            ("embed", self.embed.parameters()),
-            ("attn", self.attn.parameters()),
-            ("norm", self.norm.parameters()),
-            ("mlp", self.mlp.parameters()),
-            ("head", self.head.parameters()),
-        ])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["embed", "attn", "norm", "mlp", "head"])?;
-        update_child(&mut self.embed, p, "embed")?;
-        update_child(&mut self.attn, p, "attn")?;
-        update_child(&mut self.norm, p, "norm")?;
-        update_child(&mut self.mlp, p, "mlp")?;
-        update_child(&mut self.head, p, "head")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("embed", &mut self.embed);
+        v.child("attn", &mut self.attn);
+        v.child("norm", &mut self.norm);
+        v.child("mlp", &mut self.mlp);
+        v.child("head", &mut self.head);
     }
 }
 

@@ -134,3 +134,27 @@ fn module_update_checks_shapes_and_names() {
     assert_eq!(lin.weight.to_vec::<f32>().unwrap(), before);
     assert_eq!(lin.bias.as_ref().unwrap().to_vec::<f32>().unwrap(), vec![1.0; 3]);
 }
+
+#[test]
+fn update_reports_every_problem_and_changes_nothing() {
+    let mut mlp = Mlp::new(&ct::random::key(0), 2, 3, Activation::Relu, DType::F32);
+    let before = mlp.parameters().leaves().iter().map(|a| a.to_vec::<f32>().unwrap()).collect::<Vec<_>>();
+    let params = Tree::dict([
+        ("fc1", Tree::dict([("weight", Tree::leaf(ct::zeros(&[2, 3], DType::F32)))])),
+        ("fc2", Tree::dict([("bias", Tree::leaf(ct::zeros(&[2], DType::F64)))])),
+        ("fc3", Tree::dict([("weight", Tree::leaf(ct::zeros(&[1], DType::F32)))])),
+    ]);
+    let message = mlp.update(&params).unwrap_err().to_string();
+    for name in ["`fc1.weight`", "`fc2.bias`", "`fc3.weight`"] {
+        assert!(message.contains(name), "{name} not in: {message}");
+    }
+    let after = mlp.parameters().leaves().iter().map(|a| a.to_vec::<f32>().unwrap()).collect::<Vec<_>>();
+    assert_eq!(before, after, "a failed update changes nothing");
+}
+
+#[test]
+fn freeze_marks_parameters_through_the_visitor() {
+    let model = Freeze::new(vec![Linear::new(&ct::random::key(0), 2, 2, true, DType::F32); 2], &["0", "1.bias"]);
+    assert_eq!(model.parameters().names(), ["0.weight", "0.bias", "1.weight", "1.bias"]);
+    assert_eq!(model.trainable_parameters().names(), ["1.weight"]);
+}

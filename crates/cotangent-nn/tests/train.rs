@@ -1,8 +1,7 @@
 //! A short training run (seconds) that must reduce the loss: a one-layer Gated DeltaNet
 //! language model learning to copy the previous token, with AdamW, clipping and a schedule.
-use cotangent::{self as ct, Array, DType, Result};
+use cotangent::{self as ct, Array, DType};
 use cotangent_nn::losses::{cross_entropy, Reduction};
-use cotangent_nn::module::{check_keys, update_child};
 use cotangent_nn::optim::{clip_grad_norm, schedules, AdamW, Optimizer};
 use cotangent_nn::*;
 
@@ -14,18 +13,10 @@ struct Model {
 }
 
 impl Module for Model {
-    fn parameters(&self) -> Tree {
-        Tree::dict([
-            ("embed", self.embed.parameters()),
-            ("mixer", self.mixer.parameters()),
-            ("head", self.head.parameters()),
-        ])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["embed", "mixer", "head"])?;
-        update_child(&mut self.embed, p, "embed")?;
-        update_child(&mut self.mixer, p, "mixer")?;
-        update_child(&mut self.head, p, "head")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("embed", &mut self.embed);
+        v.child("mixer", &mut self.mixer);
+        v.child("head", &mut self.head);
     }
 }
 

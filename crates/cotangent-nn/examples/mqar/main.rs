@@ -35,10 +35,9 @@
 //!   learning rate decays before the jump, and the same model reaches only 91.8 % (194 s).
 use cotangent::{self as ct, Array, DType, Result};
 use cotangent_nn::losses::{cross_entropy, Reduction};
-use cotangent_nn::module::{check_keys, update_child};
 use cotangent_nn::optim::{clip_grad_norm, schedules, AdamW, Optimizer};
 use cotangent_nn::{self as nn, Activation, Embedding, GatedDeltaNet, GatedDeltaNetConfig, Linear, Mlp, Module};
-use cotangent_nn::{RMSNorm, RecurrenceMode, Tree};
+use cotangent_nn::{RMSNorm, RecurrenceMode, Visitor};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Instant;
@@ -249,20 +248,11 @@ impl Block {
 }
 
 impl Module for Block {
-    fn parameters(&self) -> Tree {
-        Tree::dict([
-            ("norm1", self.norm1.parameters()),
-            ("mixer", self.mixer.parameters()),
-            ("norm2", self.norm2.parameters()),
-            ("mlp", self.mlp.parameters()),
-        ])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["norm1", "mixer", "norm2", "mlp"])?;
-        update_child(&mut self.norm1, p, "norm1")?;
-        update_child(&mut self.mixer, p, "mixer")?;
-        update_child(&mut self.norm2, p, "norm2")?;
-        update_child(&mut self.mlp, p, "mlp")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("norm1", &mut self.norm1);
+        v.child("mixer", &mut self.mixer);
+        v.child("norm2", &mut self.norm2);
+        v.child("mlp", &mut self.mlp);
     }
 }
 
@@ -308,20 +298,11 @@ impl LanguageModel {
 }
 
 impl Module for LanguageModel {
-    fn parameters(&self) -> Tree {
-        Tree::dict([
-            ("embed", self.embed.parameters()),
-            ("layers", self.layers.parameters()),
-            ("norm", self.norm.parameters()),
-            ("head", self.head.parameters()),
-        ])
-    }
-    fn update(&mut self, p: &Tree) -> Result<()> {
-        check_keys(p, &["embed", "layers", "norm", "head"])?;
-        update_child(&mut self.embed, p, "embed")?;
-        update_child(&mut self.layers, p, "layers")?;
-        update_child(&mut self.norm, p, "norm")?;
-        update_child(&mut self.head, p, "head")
+    fn visit(&mut self, v: &mut dyn Visitor) {
+        v.child("embed", &mut self.embed);
+        v.child("layers", &mut self.layers);
+        v.child("norm", &mut self.norm);
+        v.child("head", &mut self.head);
     }
 }
 
