@@ -5,6 +5,8 @@
 //! memory, so a second backend adds an `eval_<device>` method and a buffer variant and nothing
 //! else changes.
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 /// Where a buffer lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
