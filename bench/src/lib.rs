@@ -27,10 +27,16 @@ pub struct Timing {
     pub reps: usize,
 }
 
-/// Median per-call wall time of `f` (which must block until its results exist), exactly as
-/// `_common.time_fn`: `warmup` untimed calls, an inner loop calibrated so a repetition lasts at
-/// least `min_time` seconds, then `reps` timed repetitions.
+/// Median per-call wall time of `f`, exactly as `_common.time_fn`: `warmup` untimed calls, an
+/// inner loop calibrated so a repetition lasts at least `min_time` seconds, then `reps` timed
+/// repetitions. Each call is followed by a synchronisation of the default device, so work a GPU
+/// has only queued is counted (as `torch.cuda.synchronize()` after each call in the peers).
 pub fn time_fn(mut f: impl FnMut(), warmup: usize, reps: usize, min_time: f64) -> Timing {
+    let device = cotangent::default_device();
+    let mut f = move || {
+        f();
+        device.synchronize().expect("synchronising the device");
+    };
     const MAX_INNER: usize = 1_000_000;
     for _ in 0..warmup {
         f();
@@ -183,6 +189,7 @@ pub fn env_info(threads: Option<usize>) -> Value {
         "cpu": cpu_model(),
         "ncpu": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         "rayon_threads": rayon_threads(),
+        "device": cotangent::default_device().to_string(),
         "threads_arg": threads,
         "env": env,
     })
@@ -238,8 +245,19 @@ pub struct Args {
 }
 
 impl Args {
-    /// Parse `std::env::args()`.
+    /// Parse `std::env::args()`. `--device cpu|cuda|cuda:N` makes that device the default, so
+    /// every array a benchmark creates lives there.
     pub fn parse() -> Args {
+        let args = Args::parse_only();
+        if let Some(d) = args.str("device") {
+            let device = cotangent::Device::parse(&d)
+                .unwrap_or_else(|| panic!("--device {d:?}: expected cpu, cuda or cuda:N"));
+            cotangent::set_default_device(device);
+        }
+        args
+    }
+
+    fn parse_only() -> Args {
         let mut pairs: Vec<(String, Vec<String>)> = Vec::new();
         for a in std::env::args().skip(1) {
             if let Some(name) = a.strip_prefix("--") {

@@ -54,7 +54,7 @@ pub use array::__buffer_donations;
 pub use array::{eval, Array};
 pub use dtype::{BufferElement, DType, Element};
 pub use error::{Error, Result};
-pub use backend::{default_device, set_default_device, Device};
+pub use backend::{default_device, set_default_device, Device, MemoryStats};
 pub use ops::*;
 pub use shape::Shape;
 pub use transforms::*;

@@ -55,8 +55,16 @@ static ALLOC: Counting = Counting;
 /// Held by each test while it measures.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Peak bytes allocated above the level at the start while `f` runs.
+/// Peak bytes allocated above the level at the start while `f` runs: host memory through the
+/// counting allocator, or the device allocator's own counter when arrays live on a GPU.
 fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let device = ct::default_device();
+    if let Some(before) = device.memory_stats() {
+        device.reset_peak_memory();
+        let r = f();
+        let after = device.memory_stats().expect("the device answered before");
+        return (r, after.peak - before.in_use);
+    }
     let base = CURRENT.load(Ordering::SeqCst);
     PEAK.store(base, Ordering::SeqCst);
     let r = f();

@@ -69,10 +69,8 @@ fn to_device_round_trips_values_and_gradients() {
 
 #[test]
 fn evaluating_on_a_missing_device_is_an_error() {
-    if Device::cuda_available() {
-        return;
-    }
-    let y = Array::from_slice(&[1.0f32], &[1]).to_device(Device::Cuda(7)).exp();
+    // no machine has 100 GPUs; without the `cuda` feature or a driver, no machine has any
+    let y = Array::from_slice(&[1.0f32], &[1]).to_device(Device::Cuda(99)).exp();
     let e = y.to_vec::<f32>().unwrap_err().to_string();
-    assert!(e.contains("cuda:7"), "{e}");
+    assert!(e.contains("cuda:99"), "{e}");
 }

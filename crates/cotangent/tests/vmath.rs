@@ -254,7 +254,10 @@ fn public_ops_contiguous_small_and_large() {
             let x = Array::from_vec(xs.clone(), &[n]);
             let y = op(f, &x).to_vec::<f32>().unwrap();
             check_values(f, &xs, &y);
-            // the kernel result, bit for bit (the large one is split over threads)
+            // on the CPU: the kernel result, bit for bit (the large one is split over threads)
+            if x.device() != cotangent::Device::Cpu {
+                continue;
+            }
             let mut want = vec![0f32; n];
             vmath::apply(f, &xs, &mut want);
             assert!(y.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{f:?} n={n}");

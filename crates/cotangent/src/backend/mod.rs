@@ -8,13 +8,14 @@
 //! device's folder. Adding a device means a folder here, a [`Storage`] variant and an arm in
 //! [`eval`] and [`transfer`]; nothing under `primitives/`, `ops/` or `transforms/` changes.
 use crate::primitive::{Op, Spec};
-use crate::{Array, Error, Result};
+use crate::{Array, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[doc(hidden)]
 pub mod cpu;
 #[cfg(feature = "cuda")]
-pub(crate) mod cuda;
+#[doc(hidden)]
+pub mod cuda;
 
 /// Where an array lives.
 ///
@@ -31,7 +32,69 @@ pub enum Device {
     Cuda(usize),
 }
 
+/// Memory held on a device by cotangent (see [`Device::memory_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Bytes of live arrays (rounded up to the allocator's block sizes).
+    pub in_use: usize,
+    /// The most bytes of live arrays held at once since the last [`Device::reset_peak_memory`].
+    pub peak: usize,
+    /// Bytes freed by arrays and kept by the caching allocator for reuse.
+    pub cached: usize,
+}
+
 impl Device {
+    /// Wait until all work queued on the device is done: a no-op on the CPU (evaluation there
+    /// returns when the values are computed); on a GPU, evaluation only queues kernels, so time a
+    /// GPU computation with `eval` followed by `synchronize`. Reading values (`to_vec`, `item`)
+    /// synchronises by itself. Asynchronous kernel faults surface here as `Err`.
+    ///
+    /// ```
+    /// use cotangent::{Array, Device};
+    /// let y = Array::from_slice(&[1.0f32, 2.0], &[2]).exp();
+    /// y.eval().unwrap();
+    /// y.device().synchronize().unwrap();
+    /// ```
+    pub fn synchronize(self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => cuda::device(n)?.synchronize(),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(n) => Err(no_cuda(n)),
+        }
+    }
+
+    /// Device memory held by cotangent's allocator: `None` on the CPU (host memory comes from
+    /// the global allocator) and on a GPU that cannot be used.
+    ///
+    /// ```
+    /// assert_eq!(cotangent::Device::Cpu.memory_stats(), None);
+    /// ```
+    pub fn memory_stats(self) -> Option<MemoryStats> {
+        match self {
+            Device::Cpu => None,
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => {
+                let d = cuda::device(n).ok()?;
+                let (in_use, peak) = d.memory_usage();
+                Some(MemoryStats { in_use, peak, cached: d.cached_bytes() })
+            }
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => None,
+        }
+    }
+
+    /// Start measuring [`MemoryStats::peak`] again from the bytes in use now (no-op on the CPU).
+    pub fn reset_peak_memory(self) {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(n) = self {
+            if let Ok(d) = cuda::device(n) {
+                d.reset_peak_memory();
+            }
+        }
+    }
+
     /// Whether a CUDA GPU can be used: the crate was built with the `cuda` feature, the driver
     /// and NVRTC libraries load, and at least one device is present. Never panics.
     ///
@@ -139,7 +202,7 @@ impl Storage {
         match self {
             Storage::Cpu(_) => Device::Cpu,
             #[cfg(feature = "cuda")]
-            Storage::Cuda(d) => Device::Cuda(d.ordinal()),
+            Storage::Cuda(d) => Device::Cuda(d.device().ordinal()),
         }
     }
 
@@ -184,7 +247,7 @@ pub(crate) fn transfer(data: &Storage, spec: &Spec, device: Device) -> Result<St
         #[cfg(feature = "cuda")]
         Device::Cuda(n) => {
             let host = data.to_host(spec)?;
-            Ok(Storage::Cuda(cuda::CudaData::from_host(n, &host, spec)?))
+            Ok(Storage::Cuda(cuda::CudaData::from_host(&cuda::device(n)?, &host, &spec.shape)?))
         }
         #[cfg(not(feature = "cuda"))]
         Device::Cuda(n) => Err(no_cuda(n)),
@@ -192,6 +255,6 @@ pub(crate) fn transfer(data: &Storage, spec: &Spec, device: Device) -> Result<St
 }
 
 #[cfg(not(feature = "cuda"))]
-fn no_cuda(n: usize) -> Error {
-    Error::Eval(format!("device cuda:{n}: cotangent was built without the `cuda` cargo feature"))
+fn no_cuda(n: usize) -> crate::Error {
+    crate::Error::Eval(format!("device cuda:{n}: cotangent was built without the `cuda` cargo feature"))
 }

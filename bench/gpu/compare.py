@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""GPU benchmarks side by side: cotangent on CUDA and the peers (PyTorch eager, JAX jit) in one run.
+
+Usage, on a GPU machine (the binaries are built elsewhere by `bench/gpu/build`):
+
+    PEERS_PYTHON=python3 python3 bench/gpu/compare.py [--bin .gpu/bench] [--python PY] [sections]
+
+Sections: matmul (f32 with TF32 off, bf16; n = 4096, 8192), elementwise (one op over 2^28 f32
+against a device-to-device copy), overhead (eager per-op cost of `sin(x)*1.01+0.1` on 16 floats),
+mlp (784-512-512-10 SGD step, batch 128 and 4096). cotangent's programs print one JSON record
+each; the peers' side is `anchors.py` (JSON lines). Every record is also appended to
+`$OUT/gpu_bench.jsonl` when OUT is set. The table at the end gives each workload's numbers and
+cotangent's ratio to PyTorch (higher is better for rates, lower for times).
+"""
+import argparse, json, os, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def log(rec):
+    print(json.dumps(rec), flush=True)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "gpu_bench.jsonl"), "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+def ours(bindir, prog, *args):
+    cmd = [os.path.join(bindir, prog), "--device", "cuda", *map(str, args)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        rec = {"framework": "cotangent", "bench": prog, "error": (p.stderr or p.stdout)[-800:]}
+        log(rec)
+        return None
+    rec = json.loads(p.stdout.strip().splitlines()[-1])
+    log(rec)
+    return rec
+
+
+def peers(py, section):
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    p = subprocess.run([py, os.path.join(HERE, "anchors.py"), section], capture_output=True, text=True, env=env)
+    out = []
+    for line in p.stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        log(rec)
+        out.append(rec)
+    if p.returncode != 0:
+        log({"section": section, "error": p.stderr[-800:]})
+    return out
+
+
+def pick(recs, **kv):
+    for r in recs:
+        if all(r.get(k) == v for k, v in kv.items()):
+            return r
+    return {}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=".gpu/bench")
+    ap.add_argument("--python", default=os.environ.get("PEERS_PYTHON", "python3"))
+    ap.add_argument("sections", nargs="*", default=["matmul", "elementwise", "overhead", "mlp"])
+    a = ap.parse_args()
+    rows = []  # (workload, unit, cotangent, torch, jax, higher_is_better)
+    for s in a.sections:
+        if s == "matmul":
+            pr = peers(a.python, "matmul")
+            for dt, name in (("fp32", "float32"), ("bf16", "bfloat16")):
+                r = ours(a.bin, "matmul", "--sizes", 4096, 8192, "--dtype", name, "--reps", 10, "--warmup", 3)
+                for n in (4096, 8192):
+                    c = r and r["results"][str(n)]["gflops"] / 1e3
+                    rows.append((f"matmul {dt} n={n}", "TFLOP/s", c,
+                                 pick(pr, fw="torch", dtype=dt, n=n).get("TFLOPs"),
+                                 pick(pr, fw="jax", dtype=dt, n=n).get("TFLOPs"), True))
+        elif s == "elementwise":
+            pr = peers(a.python, "copy")
+            r = ours(a.bin, "elementwise_chain", "--n", 1, "--size", 1 << 28, "--reps", 5, "--warmup", 2)
+            rows.append(("sin(x)*1.01+0.1, 2^28 f32, per op", "GB/s", r and r["results"]["gb_per_s"],
+                         pick(pr, fw="torch", op="chain").get("GBs"), pick(pr, fw="torch", op="copy").get("GBs"), True))
+        elif s == "overhead":
+            pr = peers(a.python, "overhead")
+            r = ours(a.bin, "overhead", "--n", 100, 1000)
+            for n in (100, 1000):
+                t = pick(pr, fw="torch_eager", N=n)
+                j = pick(pr, fw="jax", N=n)
+                res = r and r["results"][str(n)]
+                rows.append((f"per op fwd, N={n}", "us", res and res["fwd_eager"]["per_op_us"],
+                             t.get("fwd_us_per_op"), j.get("eager_fwd_us_per_op"), False))
+                rows.append((f"per op grad, N={n}", "us", res and res["grad_eager"]["per_op_us"],
+                             t.get("grad_us_per_op"), j.get("jit_grad_us_per_op"), False))
+        elif s == "mlp":
+            pr = peers(a.python, "mlp")
+            for b in (128, 4096):
+                r = ours(a.bin, "mlp", "--batch", b, "--reps", 5)
+                rows.append((f"MLP SGD step, batch {b}", "steps/s", r and r["results"]["eager"]["steps_per_s"],
+                             pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
+                             pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
+    print()
+    print(f"{'workload':40} {'unit':8} {'cotangent':>10} {'torch':>10} {'jax':>10} {'vs torch':>9}")
+    for w, u, c, t, j, hib in rows:
+        f = lambda v: f"{v:10.3g}" if isinstance(v, (int, float)) else f"{'-':>10}"
+        ratio = (c / t if hib else t / c) if c and t else None
+        print(f"{w:40} {u:8} {f(c)} {f(t)} {f(j)} {f(ratio)}")
+        log({"table": w, "unit": u, "cotangent": c, "torch": t, "jax": j, "speedup_vs_torch": ratio})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+//! The caching allocator and device buffers.
+//!
+//! Requests are rounded up to a bucket: 8 bytes for anything up to 8 (scalars), the next power of
+//! two below 16 KiB, and whole 16 KiB pages above. A dropped [`CudaBuffer`] goes back to its
+//! bucket's free list and is handed to the next request of that bucket without a driver call.
+//! With one stream per device this is safe as soon as the buffer drops: every kernel queued
+//! earlier that reads it runs before any kernel queued later that writes it.
+//!
+//! Misses go to stream-ordered `cuMemAllocAsync` on the device's default memory pool, whose
+//! release threshold the device raises so freed memory is not returned to the OS at every
+//! synchronise. On out-of-memory the cache is flushed (all cached blocks freed, the stream
+//! synchronised so the pool can reuse them) and the allocation retried once; a second failure is
+//! an `Err` naming the size. Buckets are multiples of 4 bytes, so kernels may update a sub-word
+//! element with a 32-bit compare-and-swap on its aligned word.
+use super::device::CudaDevice;
+use crate::Result;
+use cudarc::driver::{result as dr, sys};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Page size of the large buckets.
+const PAGE: usize = 16 << 10;
+
+/// The bucket (allocated size) of a request of `n` bytes.
+pub fn bucket(n: usize) -> usize {
+    if n <= 8 {
+        8
+    } else if n < PAGE {
+        n.next_power_of_two()
+    } else {
+        n.div_ceil(PAGE).saturating_mul(PAGE)
+    }
+}
+
+/// Free lists per bucket size.
+#[derive(Default)]
+pub(crate) struct Allocator {
+    free: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
+    cached: AtomicUsize,
+    /// Bytes (whole buckets) of live buffers.
+    in_use: AtomicUsize,
+    /// The largest `in_use` since the last reset.
+    peak: AtomicUsize,
+}
+
+impl Allocator {
+    /// Bytes held in free lists.
+    pub(crate) fn cached_bytes(&self) -> usize {
+        self.cached.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of live buffers (whole buckets) and the most held at once since the last reset.
+    pub(crate) fn usage(&self) -> (usize, usize) {
+        (self.in_use.load(Ordering::Relaxed), self.peak.load(Ordering::Relaxed))
+    }
+
+    /// Start measuring the peak again from the bytes in use now.
+    pub(crate) fn reset_peak(&self) {
+        self.peak.store(self.in_use.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    fn taken(&self, b: usize) {
+        let now = self.in_use.fetch_add(b, Ordering::Relaxed) + b;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn pop(&self, b: usize) -> Option<sys::CUdeviceptr> {
+        let mut free = self.free.lock().ok()?;
+        let p = free.get_mut(&b)?.pop()?;
+        self.cached.fetch_sub(b, Ordering::Relaxed);
+        Some(p)
+    }
+
+    fn push(&self, b: usize, p: sys::CUdeviceptr) {
+        if let Ok(mut free) = self.free.lock() {
+            free.entry(b).or_default().push(p);
+            self.cached.fetch_add(b, Ordering::Relaxed);
+        }
+        // A poisoned lock leaks the block rather than panicking in a destructor.
+    }
+
+    /// Free every cached block and synchronise the stream.
+    pub(crate) fn flush(&self, dev: &CudaDevice) -> Result<()> {
+        let blocks: Vec<(usize, Vec<sys::CUdeviceptr>)> = match self.free.lock() {
+            Ok(mut f) => f.drain().collect(),
+            Err(_) => return Err(dev.error("allocator cache poisoned")),
+        };
+        let mut first_err = None;
+        for (b, ptrs) in blocks {
+            for p in ptrs {
+                self.cached.fetch_sub(b, Ordering::Relaxed);
+                // SAFETY: `p` came from `malloc_async` on this stream and is not in use (it was
+                // in the free list).
+                if let Err(e) = unsafe { dr::free_async(p, dev.cu_stream()) } {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        dev.synchronize()?;
+        match first_err {
+            Some(e) => Err(dev.error(format!("freeing cached blocks: {e}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A block of device memory of at least `len` bytes, returned to its device's cache on drop.
+pub struct CudaBuffer {
+    dev: Arc<CudaDevice>,
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    bucket: usize,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBuffer({} bytes on cuda:{})", self.len, self.dev.ordinal())
+    }
+}
+
+impl CudaBuffer {
+    /// Allocate `len` bytes (uninitialised) on `dev`. A zero-byte buffer allocates nothing.
+    pub fn alloc(dev: &Arc<CudaDevice>, len: usize) -> Result<CudaBuffer> {
+        if len == 0 {
+            return Ok(CudaBuffer { dev: dev.clone(), ptr: 0, len: 0, bucket: 0 });
+        }
+        let b = bucket(len);
+        if b >= isize::MAX as usize {
+            return Err(dev.error(format!("out of memory: cannot allocate {len} bytes")));
+        }
+        if let Some(ptr) = dev.alloc.pop(b) {
+            dev.alloc.taken(b);
+            return Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b });
+        }
+        dev.bind()?;
+        // SAFETY: the stream belongs to the device's current context; the memory is only used on
+        // this stream.
+        let first = unsafe { dr::malloc_async(dev.cu_stream(), b) };
+        let ptr = match first {
+            Ok(p) => p,
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                dev.alloc.flush(dev)?;
+                // SAFETY: as above.
+                unsafe { dr::malloc_async(dev.cu_stream(), b) }.map_err(|e| {
+                    dev.error(format!("out of memory allocating {len} bytes (bucket {b}) after freeing the cache: {e}"))
+                })?
+            }
+            Err(e) => return Err(dev.error(format!("allocating {len} bytes: {e}"))),
+        };
+        dev.alloc.taken(b);
+        Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b })
+    }
+
+    /// The device pointer (0 for an empty buffer).
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+    /// The requested size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The device the buffer lives on.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            self.dev.alloc.in_use.fetch_sub(self.bucket, Ordering::Relaxed);
+            self.dev.alloc.push(self.bucket, self.ptr);
+        }
+    }
+}

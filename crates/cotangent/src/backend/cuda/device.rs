@@ -1,0 +1,238 @@
+//! Devices: availability probing, the per-ordinal registry, and what a device owns (context,
+//! stream, cuBLAS handle, compiled kernels, allocator).
+use super::alloc::Allocator;
+use super::err;
+use crate::Result;
+use cudarc::driver::{result as dr, sys, CudaContext, CudaStream};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Number of CUDA devices, probed once: 0 when libcuda or libnvrtc cannot be loaded, the driver
+/// fails to initialise, or there is no device. Never panics.
+pub fn device_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        // SAFETY: these only try to open the libraries with cudarc's candidate names.
+        let present = unsafe { sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present() };
+        if !present {
+            return 0;
+        }
+        // cudarc panics when a symbol is missing (e.g. a driver older than the CUDA version
+        // feature): treat that like an absent device.
+        let probe = std::panic::catch_unwind(|| -> std::result::Result<usize, dr::DriverError> {
+            dr::init()?;
+            Ok(dr::device::get_count()?.max(0) as usize)
+        });
+        match probe {
+            Ok(Ok(n)) => n,
+            _ => 0,
+        }
+    })
+}
+
+/// Whether at least one CUDA device can run kernels (driver and NVRTC present, a device found).
+pub fn cuda_available() -> bool {
+    device_count() > 0
+}
+
+/// The device of `ordinal`, created on first use and shared afterwards.
+pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = OnceLock::new();
+    let n = device_count();
+    if ordinal >= n {
+        return Err(err(format!("device cuda:{ordinal} does not exist ({n} CUDA device(s) found)")));
+    }
+    let map = DEVICES.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().map_err(|_| err("device registry poisoned"))?;
+    if let Some(d) = map.get(&ordinal) {
+        return Ok(d.clone());
+    }
+    let d = Arc::new(CudaDevice::new(ordinal)?);
+    map.insert(ordinal, d.clone());
+    Ok(d)
+}
+
+/// A compiled kernel: a function handle of a loaded module (kept loaded for the process).
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    func: sys::CUfunction,
+}
+// SAFETY: CUDA function handles may be used from any thread (the driver API is thread-safe);
+// modules are never unloaded, so the handle stays valid.
+unsafe impl Send for Kernel {}
+unsafe impl Sync for Kernel {}
+
+/// One CUDA device: its primary context (event tracking off), one stream on which everything is
+/// ordered, a lazily created cuBLAS handle, the compiled-kernel cache and the caching allocator.
+pub struct CudaDevice {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: (i32, i32),
+    sm_count: usize,
+    blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
+    kernels: Mutex<HashMap<String, Kernel>>,
+    pub(crate) alloc: Allocator,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice(cuda:{}, sm_{}{})", self.ordinal, self.arch.0, self.arch.1)
+    }
+}
+
+impl CudaDevice {
+    fn new(ordinal: usize) -> Result<CudaDevice> {
+        let e = |what: &str, x: dr::DriverError| err(format!("cuda:{ordinal}: {what}: {x}"));
+        let ctx = CudaContext::new(ordinal).map_err(|x| e("creating the context", x))?;
+        // Before any stream or allocation (cudarc's advice; disabling later can hang).
+        // SAFETY: nothing has been allocated or launched in this context yet.
+        unsafe { ctx.disable_event_tracking() };
+        let arch = ctx.compute_capability().map_err(|x| e("compute capability", x))?;
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|x| e("multiprocessor count", x))? as usize;
+        let stream = ctx.new_stream().map_err(|x| e("creating the stream", x))?;
+        // Keep freed memory in the driver's pool instead of returning it at every synchronise.
+        // SAFETY: the device handle comes from the context; the attribute takes a u64.
+        unsafe {
+            let pool = dr::device::get_default_mem_pool(ctx.cu_device()).map_err(|x| e("memory pool", x))?;
+            let mut threshold: u64 = u64::MAX;
+            dr::mem_pool::set_attribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut c_void,
+            )
+            .map_err(|x| e("memory pool release threshold", x))?;
+        }
+        Ok(CudaDevice {
+            ordinal,
+            ctx,
+            stream,
+            arch,
+            sm_count: sm_count.max(1),
+            blas: Mutex::new(None),
+            kernels: Mutex::new(HashMap::new()),
+            alloc: Allocator::default(),
+        })
+    }
+
+    /// The device ordinal (`cuda:N`).
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+    /// Compute capability `(major, minor)`.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.arch
+    }
+    /// Number of streaming multiprocessors.
+    pub fn sm_count(&self) -> usize {
+        self.sm_count
+    }
+    /// The raw stream all work of this device is queued on.
+    pub(crate) fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// Make this device's context current on the calling thread (cheap when it already is).
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(|x| err(format!("cuda:{}: binding the context: {x}", self.ordinal)))
+    }
+
+    /// An error naming this device.
+    pub(crate) fn error(&self, msg: impl std::fmt::Display) -> crate::Error {
+        err(format!("cuda:{}: {msg}", self.ordinal))
+    }
+
+    /// Wait until all queued work is done; reports asynchronous kernel errors.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.stream.synchronize().map_err(|x| self.error(format!("synchronize: {x}")))
+    }
+
+    /// Free every cached (unused) block back to the driver and synchronise.
+    pub fn trim_cache(&self) -> Result<()> {
+        self.bind()?;
+        self.alloc.flush(self)
+    }
+
+    /// Bytes of live device arrays (rounded up to the allocator's buckets) and the most held at
+    /// once since the last [`reset_peak_memory`](CudaDevice::reset_peak_memory).
+    pub fn memory_usage(&self) -> (usize, usize) {
+        self.alloc.usage()
+    }
+
+    /// Start measuring peak memory from now.
+    pub fn reset_peak_memory(&self) {
+        self.alloc.reset_peak()
+    }
+
+    /// Bytes held in the allocator's cache (freed by arrays, kept for reuse).
+    pub fn cached_bytes(&self) -> usize {
+        self.alloc.cached_bytes()
+    }
+
+    /// The kernel `name` of the module built from the source `make()` returns, cached under
+    /// `key` (the key must determine the source). Compiles with NVRTC on a miss.
+    pub(crate) fn kernel(&self, key: &str, name: &str, make: impl FnOnce() -> String) -> Result<Kernel> {
+        let mut cache = self.kernels.lock().map_err(|_| self.error("kernel cache poisoned"))?;
+        if let Some(k) = cache.get(key) {
+            return Ok(*k);
+        }
+        let src = make();
+        let cubin = super::nvrtc::compile(&src, name, self.arch)?;
+        self.bind()?;
+        // SAFETY: `cubin` is a complete CUBIN image produced by NVRTC for this architecture.
+        let module = unsafe { dr::module::load_data(cubin.as_ptr() as *const c_void) }
+            .map_err(|x| self.error(format!("loading kernel {name}: {x}")))?;
+        let cname = std::ffi::CString::new(name).map_err(|_| self.error("kernel name contains NUL"))?;
+        // SAFETY: the module was just loaded and is never unloaded.
+        let func = unsafe { dr::module::get_function(module, cname) }
+            .map_err(|x| self.error(format!("kernel {name} not found in its module: {x}")))?;
+        let k = Kernel { func };
+        cache.insert(key.to_string(), k);
+        Ok(k)
+    }
+
+    /// Grid size for a grid-stride loop over `n` items with blocks of `block` threads.
+    pub(crate) fn grid_for(&self, n: u64, block: u32) -> u32 {
+        let want = n.div_ceil(block as u64).max(1);
+        want.min((self.sm_count * 32) as u64) as u32
+    }
+
+    /// Launch `k` on this device's stream. `params` holds one pointer per kernel argument,
+    /// each pointing at a value of the argument's exact C type.
+    pub(crate) fn launch(
+        &self,
+        k: Kernel,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the caller passes arguments matching the kernel's signature (generated
+        // together with it) and device pointers of live buffers of this device; the launch is
+        // ordered on the device's single stream.
+        unsafe { dr::launch_kernel(k.func, (grid.max(1), 1, 1), (block, 1, 1), shared, self.cu_stream(), params) }
+            .map_err(|x| self.error(format!("kernel launch: {x}")))
+    }
+
+    /// Run `f` with the cuBLAS handle (created on first use).
+    pub(crate) fn with_blas<R>(&self, f: impl FnOnce(&cudarc::cublas::CudaBlas) -> Result<R>) -> Result<R> {
+        let mut blas = self.blas.lock().map_err(|_| self.error("cuBLAS handle poisoned"))?;
+        if blas.is_none() {
+            // SAFETY: only tries to open libcublas.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err(self.error("libcublas could not be loaded (matmul needs cuBLAS)"));
+            }
+            self.bind()?;
+            let b = cudarc::cublas::CudaBlas::new(self.stream.clone())
+                .map_err(|x| self.error(format!("creating the cuBLAS handle: {x:?}")))?;
+            *blas = Some(b);
+        }
+        self.bind()?;
+        f(blas.as_ref().expect("set above"))
+    }
+}

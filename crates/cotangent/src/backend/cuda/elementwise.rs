@@ -1,0 +1,423 @@
+//! Element-wise kernels: one source template per arity (unary, binary, select, cast, copy) and
+//! one expression snippet per op and dtype class, reproducing the CPU kernels' semantics
+//! (`primitives/unary.rs`, `primitives/binary.rs`): wrapping integer arithmetic, numpy's floor
+//! division and remainder, NaN-propagating maximum/minimum, round half to even, f16/bf16
+//! computed in f32.
+//!
+//! Operands may be strided or broadcast (stride 0); the output is a new dense array. Shapes and
+//! strides are merged and passed by value ([`Args`]); element indices are 64-bit; a dense launch
+//! skips the index arithmetic; all kernels use grid-stride loops.
+use super::codegen::{self, Args, PRELUDE};
+use super::device::{CudaDevice, Kernel};
+use super::storage::CudaData;
+use crate::backend::cpu::elementwise::broadcast_strides;
+use crate::primitives::binary::BinaryOp;
+use crate::primitives::unary::UnaryOp;
+use crate::{DType, Result};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Threads per block of the element-wise kernels.
+const BLOCK: u32 = 256;
+
+/// Which family of dtypes a snippet is written for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Float,
+    Int,
+    Bool,
+}
+
+fn class(d: DType) -> Class {
+    if d.is_float() {
+        Class::Float
+    } else if d == DType::Bool {
+        Class::Bool
+    } else {
+        Class::Int
+    }
+}
+
+/// The body of `R op(T x)` for a unary op on a dtype class (`None`: not defined there).
+fn unary_snippet(op: UnaryOp, c: Class) -> Option<&'static str> {
+    use UnaryOp::*;
+    Some(match (c, op) {
+        (Class::Bool, LogicalNot) => "return !x;",
+        (Class::Bool | Class::Int, IsNan | IsInf) => "return false;",
+        (Class::Bool, _) => return None,
+        (_, LogicalNot) => return None,
+        (Class::Int, Neg) => "return (T)((U)0 - (U)x);",
+        (Class::Int, Abs) => "return (IS_SIGNED && x < (T)0) ? (T)((U)0 - (U)x) : x;",
+        (Class::Int, Sign) => "return x > (T)0 ? (T)1 : ((IS_SIGNED && x < (T)0) ? (T)-1 : (T)0);",
+        (Class::Int, Square) => "return (T)((U)x * (U)x);",
+        (Class::Int, Floor | Ceil | Round) => "return x;",
+        (Class::Int, _) => return None,
+        (Class::Float, op) => match op {
+            Neg => "return -x;",
+            Abs => "return F(fabs)(x);",
+            Sign => "return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : x);",
+            Exp => "return F(exp)(x);",
+            Expm1 => "return F(expm1)(x);",
+            Log => "return F(log)(x);",
+            Log1p => "return F(log1p)(x);",
+            Log2 => "return F(log2)(x);",
+            Sqrt => "return F(sqrt)(x);",
+            Rsqrt => "return (T)1 / F(sqrt)(x);",
+            Square => "return x * x;",
+            Reciprocal => "return (T)1 / x;",
+            Sin => "return F(sin)(x);",
+            Cos => "return F(cos)(x);",
+            Tan => "return F(tan)(x);",
+            Tanh => "return F(tanh)(x);",
+            Sinh => "return F(sinh)(x);",
+            Cosh => "return F(cosh)(x);",
+            Arcsin => "return F(asin)(x);",
+            Arccos => "return F(acos)(x);",
+            Arctan => "return F(atan)(x);",
+            Sigmoid => "if (x >= (T)0) return (T)1 / ((T)1 + F(exp)(-x)); T e = F(exp)(x); return e / ((T)1 + e);",
+            Erf => "return (T)erf((double)x);",
+            Erfinv => "return (T)erfinv((double)x);",
+            Floor => "return F(floor)(x);",
+            Ceil => "return F(ceil)(x);",
+            Round => "return F(rint)(x);",
+            IsNan => "return x != x;",
+            IsInf => "return x == CT_INF || x == -CT_INF;",
+            LogicalNot => return None,
+        },
+    })
+}
+
+/// The body of `R op(T x, T y)` for a binary op on a dtype class (`None`: not defined there).
+fn binary_snippet(op: BinaryOp, c: Class) -> Option<&'static str> {
+    use BinaryOp::*;
+    let cmp = match op {
+        Equal => Some("return x == y;"),
+        NotEqual => Some("return x != y;"),
+        Less => Some("return x < y;"),
+        LessEqual => Some("return x <= y;"),
+        Greater => Some("return x > y;"),
+        GreaterEqual => Some("return x >= y;"),
+        LogicalAnd => Some("return x != (T)0 && y != (T)0;"),
+        LogicalOr => Some("return x != (T)0 || y != (T)0;"),
+        _ => None,
+    };
+    Some(match c {
+        Class::Bool => match op {
+            Add | LogicalOr | Maximum => "return x | y;",
+            Multiply | LogicalAnd | Minimum => "return x & y;",
+            Less => "return !x & y;",
+            Greater => "return x & !y;",
+            Equal | NotEqual | LessEqual | GreaterEqual => cmp?,
+            _ => return None,
+        },
+        Class::Int => match op {
+            Add => "return (T)((U)x + (U)y);",
+            Subtract => "return (T)((U)x - (U)y);",
+            Multiply => "return (T)((U)x * (U)y);",
+            FloorDivide => {
+                "if (y == (T)0) return (T)0; if (IS_SIGNED && y == (T)-1) return (T)((U)0 - (U)x); \
+                 T q = x / y; if ((x % y != (T)0) && ((x < (T)0) != (y < (T)0))) return (T)(q - (T)1); return q;"
+            }
+            Remainder => {
+                "if (y == (T)0 || (IS_SIGNED && y == (T)-1)) return (T)0; T r = x % y; \
+                 if (r != (T)0 && ((r < (T)0) != (y < (T)0))) return (T)(r + y); return r;"
+            }
+            Power => {
+                "if (IS_SIGNED && y < (T)0) return x == (T)1 ? (T)1 : (T)0; u32 e = (u32)y; U b = (U)x, r = 1; \
+                 while (e) { if (e & 1u) r *= b; b *= b; e >>= 1; } return (T)r;"
+            }
+            Maximum => "return x > y ? x : y;",
+            Minimum => "return x < y ? x : y;",
+            Divide | Arctan2 | LogAddExp | MaximumShare | MinimumShare => return None,
+            _ => cmp?,
+        },
+        Class::Float => match op {
+            Add => "return x + y;",
+            Subtract => "return x - y;",
+            Multiply => "return x * y;",
+            Divide => "return x / y;",
+            FloorDivide => {
+                "if (y == (T)0) return x / y; T md = F(fmod)(x, y); T div = (x - md) / y; \
+                 if (md != (T)0 && ((y < (T)0) != (md < (T)0))) div = div - (T)1; \
+                 if (div == (T)0) return (x / y < (T)0) ? -(T)0 : (T)0; \
+                 T fl = F(floor)(div); return (div - fl > (T)0.5) ? fl + (T)1 : fl;"
+            }
+            Remainder => "T r = F(fmod)(x, y); return (r != (T)0 && ((r < (T)0) != (y < (T)0))) ? r + y : r;",
+            Power => "return F(pow)(x, y);",
+            Maximum => "if (x != x || y != y) return CT_NAN; return x >= y ? x : y;",
+            Minimum => "if (x != x || y != y) return CT_NAN; return x <= y ? x : y;",
+            MaximumShare => "return x > y ? (T)1 : (x == y ? (T)0.5 : (T)0);",
+            MinimumShare => "return x < y ? (T)1 : (x == y ? (T)0.5 : (T)0);",
+            Arctan2 => "return F(atan2)(x, y);",
+            LogAddExp => {
+                "T m = x > y ? x : y; if (m == -CT_INF || m == CT_INF || m != m) { if (x != x || y != y) return x + y; \
+                 return m; } return m + F(log)(F(exp)(x - m) + F(exp)(y - m));"
+            }
+            _ => cmp?,
+        },
+    })
+}
+
+/// Launch a map kernel `(out, in_0, .., in_{K-1}, ct_args<K>)` over `args.n` elements.
+fn launch_map<const K: usize>(dev: &CudaDevice, k: Kernel, out: u64, ins: [u64; K], args: Args<K>) -> Result<()> {
+    let mut out = out;
+    let mut ins = ins;
+    let mut args = args;
+    let mut params: Vec<*mut c_void> = Vec::with_capacity(K + 2);
+    params.push(&mut out as *mut u64 as *mut c_void);
+    for p in ins.iter_mut() {
+        params.push(p as *mut u64 as *mut c_void);
+    }
+    params.push(&mut args as *mut Args<K> as *mut c_void);
+    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)
+}
+
+/// Check that all operands live on the same device; return it.
+pub(crate) fn same_device<'a>(what: &str, xs: &[&'a CudaData]) -> Result<&'a Arc<CudaDevice>> {
+    let d = xs[0].device();
+    if let Some(o) = xs.iter().find(|x| x.device().ordinal() != d.ordinal()) {
+        return Err(d.error(format!("{what}: operands on cuda:{} and cuda:{}", d.ordinal(), o.device().ordinal())));
+    }
+    Ok(d)
+}
+
+/// A map kernel's source: `body` is the loop body, with `o[k]` the operand offsets of element `i`.
+fn map_source(header: &str, name: &str, out_t: &str, in_ts: &[&str], body: &str) -> String {
+    let k = in_ts.len();
+    let params: String = in_ts.iter().enumerate().map(|(j, t)| format!("const {t}* __restrict__ a{j}, ")).collect();
+    format!(
+        "{PRELUDE}\n{header}\nextern \"C\" __global__ void {name}({out_t}* __restrict__ out, {params}ct_args<{k}> g) {{\n  \
+         CT_LOOP(i, g.n) {{ i64 o[{k}]; ct_offsets<{k}>(g, i, o); {body} }}\n}}\n"
+    )
+}
+
+/// Whether the code generator has a kernel for `op` on `dtype` (else the op runs on the host).
+pub fn unary_defined(op: UnaryOp, dtype: DType) -> bool {
+    unary_snippet(op, class(dtype)).is_some()
+}
+
+/// Whether the code generator has a kernel for `op` on operands of `dtype`.
+pub fn binary_defined(op: BinaryOp, dtype: DType) -> bool {
+    binary_snippet(op, class(dtype)).is_some()
+}
+
+/// `op(x)` element-wise into a new dense array of `shape`. The output dtype is `bool` for the
+/// predicates (`isnan`, `isinf`, `logical_not`), else the input's.
+pub fn unary(op: UnaryOp, x: &CudaData, shape: &[usize]) -> Result<CudaData> {
+    let dev = x.device();
+    let d = x.dtype;
+    let out_dtype = if op.returns_bool() { DType::Bool } else { d };
+    let snippet = unary_snippet(op, class(d))
+        .ok_or_else(|| dev.error(format!("{} is not defined for {d} (shape {shape:?})", op.name())))?;
+    let out = CudaData::empty(dev, out_dtype, shape)?;
+    let args = Args::<1>::new(op.name(), shape, [&x.strides])?;
+    if args.n == 0 {
+        return Ok(out);
+    }
+    let name = format!("ct_unary_{}_{}", op.name(), codegen::tag(d));
+    let k = dev.kernel(&name, &name, || unary_source(op, d, snippet, &name))?;
+    launch_map(dev, k, out.ptr(), [x.ptr()], args)?;
+    Ok(out)
+}
+
+/// `op(a, b)` element-wise with numpy broadcasting of `a_shape` and `b_shape` to `out_shape`.
+/// Both operands have the same dtype; the output is `bool` for comparisons and logical ops.
+pub fn binary(
+    op: BinaryOp,
+    a: &CudaData,
+    a_shape: &[usize],
+    b: &CudaData,
+    b_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<CudaData> {
+    let dev = same_device(op.name(), &[a, b])?;
+    let d = a.dtype;
+    if b.dtype != d {
+        return Err(dev.error(format!("{}: operands of dtypes {d} and {}", op.name(), b.dtype)));
+    }
+    let out_dtype = if op.returns_bool() { DType::Bool } else { d };
+    let snippet = binary_snippet(op, class(d))
+        .ok_or_else(|| dev.error(format!("{} is not defined for {d} (shapes {a_shape:?}, {b_shape:?})", op.name())))?;
+    let out = CudaData::empty(dev, out_dtype, out_shape)?;
+    let (sa, sb) =
+        (broadcast_strides(a_shape, &a.strides, out_shape), broadcast_strides(b_shape, &b.strides, out_shape));
+    let args = Args::<2>::new(op.name(), out_shape, [&sa, &sb])?;
+    if args.n == 0 {
+        return Ok(out);
+    }
+    let name = format!("ct_binary_{}_{}", op.name(), codegen::tag(d));
+    let k = dev.kernel(&name, &name, || binary_source(op, d, snippet, &name))?;
+    launch_map(dev, k, out.ptr(), [a.ptr(), b.ptr()], args)?;
+    Ok(out)
+}
+
+/// `cond ? a : b` element-wise with broadcasting (`cond` is bool; `a` and `b` share a dtype,
+/// copied bit for bit).
+pub fn select(
+    cond: (&CudaData, &[usize]),
+    a: (&CudaData, &[usize]),
+    b: (&CudaData, &[usize]),
+    out_shape: &[usize],
+) -> Result<CudaData> {
+    let dev = same_device("select", &[cond.0, a.0, b.0])?;
+    let d = a.0.dtype;
+    if b.0.dtype != d || cond.0.dtype != DType::Bool {
+        return Err(dev.error(format!("select: dtypes {} / {} / {} (need bool, T, T)", cond.0.dtype, d, b.0.dtype)));
+    }
+    let out = CudaData::empty(dev, d, out_shape)?;
+    let st = [cond, a, b].map(|(x, s)| broadcast_strides(s, &x.strides, out_shape));
+    let args = Args::<3>::new("select", out_shape, [&st[0], &st[1], &st[2]])?;
+    if args.n == 0 {
+        return Ok(out);
+    }
+    let bits = codegen::bits_type(d);
+    let name = format!("ct_select_{bits}");
+    let k = dev.kernel(&name, &name, || {
+        map_source("", &name, bits, &["u8", bits, bits], "out[i] = a0[o[0]] ? a1[o[1]] : a2[o[2]];")
+    })?;
+    launch_map(dev, k, out.ptr(), [cond.0.ptr(), a.0.ptr(), b.0.ptr()], args)?;
+    Ok(out)
+}
+
+/// Conversion to `to` with the CPU's `astype` semantics (see [`codegen::cast_expr`]).
+pub fn cast(x: &CudaData, shape: &[usize], to: DType) -> Result<CudaData> {
+    let dev = x.device();
+    let from = x.dtype;
+    if from == to {
+        return to_contiguous(x, shape);
+    }
+    let out = CudaData::empty(dev, to, shape)?;
+    let args = Args::<1>::new("astype", shape, [&x.strides])?;
+    if args.n == 0 {
+        return Ok(out);
+    }
+    let name = format!("ct_cast_{}_{}", codegen::tag(from), codegen::tag(to));
+    let k = dev.kernel(&name, &name, || cast_source(from, to, &name))?;
+    launch_map(dev, k, out.ptr(), [x.ptr()], args)?;
+    Ok(out)
+}
+
+/// `x` (of `shape`) as a dense row-major array: the same data when already dense, else a copy
+/// (the base of reshaping a strided view).
+pub fn to_contiguous(x: &CudaData, shape: &[usize]) -> Result<CudaData> {
+    if x.is_contiguous(shape) {
+        return Ok(x.clone());
+    }
+    let out = CudaData::empty(x.device(), x.dtype, shape)?;
+    copy_into(&out, x, shape)?;
+    Ok(out)
+}
+
+/// Copy the view `src` into the view `dst` (both of `shape`, same dtype), element by element,
+/// bit for bit. `dst` is written in place: it must be a buffer nothing else reads (a fresh
+/// array being assembled, e.g. by concatenate or slice_update). Overlapping views are not
+/// supported.
+pub fn copy_into(dst: &CudaData, src: &CudaData, shape: &[usize]) -> Result<()> {
+    let dev = same_device("copy", &[dst, src])?;
+    if dst.dtype != src.dtype {
+        return Err(dev.error(format!("copy: {} into {}", src.dtype, dst.dtype)));
+    }
+    let args = Args::<2>::new("copy", shape, [&dst.strides, &src.strides])?;
+    if args.n == 0 {
+        return Ok(());
+    }
+    let bits = codegen::bits_type(src.dtype);
+    let name = format!("ct_copy_{bits}");
+    let k = dev.kernel(&name, &name, || {
+        // the destination is operand 0 of the layout; `out` is unused by the body
+        map_source("", &name, bits, &[bits, bits], &format!("(({bits}*)a0)[o[0]] = a1[o[1]];"))
+    })?;
+    launch_map(dev, k, 0, [dst.ptr(), src.ptr()], args)
+}
+
+fn unary_source(op: UnaryOp, d: DType, snippet: &str, name: &str) -> String {
+    let out = if op.returns_bool() { DType::Bool } else { d };
+    let header = format!(
+        "{}typedef {} R;\n__device__ __forceinline__ R op(T x) {{ {snippet} }}\n",
+        codegen::generic_header(d),
+        codegen::compute(out)
+    );
+    let body = format!("out[i] = {};", codegen::store(out, &format!("op({})", codegen::load(d, "a0[o[0]]"))));
+    map_source(&header, name, codegen::storage(out), &[codegen::storage(d)], &body)
+}
+
+fn binary_source(op: BinaryOp, d: DType, snippet: &str, name: &str) -> String {
+    let out = if op.returns_bool() { DType::Bool } else { d };
+    let header = format!(
+        "{}typedef {} R;\n__device__ __forceinline__ R op(T x, T y) {{ {snippet} }}\n",
+        codegen::generic_header(d),
+        codegen::compute(out)
+    );
+    let call = format!("op({}, {})", codegen::load(d, "a0[o[0]]"), codegen::load(d, "a1[o[1]]"));
+    let body = format!("out[i] = {};", codegen::store(out, &call));
+    let s = codegen::storage(d);
+    map_source(&header, name, codegen::storage(out), &[s, s], &body)
+}
+
+fn cast_source(from: DType, to: DType, name: &str) -> String {
+    let body = format!("out[i] = {};", codegen::cast_expr(from, to, &codegen::load(from, "a0[o[0]]")));
+    map_source(&codegen::saturating_casts(), name, codegen::storage(to), &[codegen::storage(from)], &body)
+}
+
+/// Every element-wise kernel source (each defined op × dtype, every cast), as `(name, source)`,
+/// for compile checks where NVRTC exists.
+#[doc(hidden)]
+pub fn all_sources() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for d in crate::dtype::ALL_DTYPES {
+        for op in ALL_UNARY {
+            if let Some(s) = unary_snippet(op, class(d)) {
+                let name = format!("ct_unary_{}_{}", op.name(), codegen::tag(d));
+                v.push((name.clone(), unary_source(op, d, s, &name)));
+            }
+        }
+        for op in ALL_BINARY {
+            if let Some(s) = binary_snippet(op, class(d)) {
+                let name = format!("ct_binary_{}_{}", op.name(), codegen::tag(d));
+                v.push((name.clone(), binary_source(op, d, s, &name)));
+            }
+        }
+        for to in crate::dtype::ALL_DTYPES {
+            let name = format!("ct_cast_{}_{}", codegen::tag(d), codegen::tag(to));
+            v.push((name.clone(), cast_source(d, to, &name)));
+        }
+    }
+    v
+}
+
+/// Every unary op (for tests and compile checks).
+pub const ALL_UNARY: [UnaryOp; 30] = {
+    use UnaryOp::*;
+    [
+        Neg, Abs, Sign, Exp, Expm1, Log, Log1p, Log2, Sqrt, Rsqrt, Square, Reciprocal, Sin, Cos, Tan, Tanh, Sinh, Cosh,
+        Arcsin, Arccos, Arctan, Sigmoid, Erf, Erfinv, Floor, Ceil, Round, LogicalNot, IsNan, IsInf,
+    ]
+};
+
+/// Every binary op (for tests and compile checks).
+pub const ALL_BINARY: [BinaryOp; 21] = {
+    use BinaryOp::*;
+    [
+        Add,
+        Subtract,
+        Multiply,
+        Divide,
+        FloorDivide,
+        Remainder,
+        Power,
+        Maximum,
+        Minimum,
+        Arctan2,
+        LogAddExp,
+        Equal,
+        NotEqual,
+        Less,
+        LessEqual,
+        Greater,
+        GreaterEqual,
+        LogicalAnd,
+        LogicalOr,
+        MaximumShare,
+        MinimumShare,
+    ]
+};

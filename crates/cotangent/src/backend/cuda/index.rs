@@ -1,0 +1,195 @@
+//! Gather (`take_along_axis`) and scatter-add (`scatter_add_along_axis`) along one axis, with the
+//! CPU's semantics (`backend/cpu/gather.rs`): any integer index dtype, negative indices count from
+//! the end, an out-of-range index makes the call return `Err` naming the first bad index in
+//! row-major order (found with an atomic minimum over positions; reading it synchronises).
+//!
+//! Scatter-add accumulates with atomics: native `atomicAdd` for f32, f64, i32, u32 and i64
+//! (wrapping, as the CPU), a compare-and-swap on the aligned 32-bit word for u8, f16, bf16
+//! (rounded to nearest even after each addition, as the CPU) and bool (or). Integer and bool
+//! results are exact; float sums of duplicate indices depend on the order the atomics land in,
+//! so they are not bit-reproducible (within rounding of the CPU's sequential sum).
+use super::codegen::{self, Args, PRELUDE};
+use super::elementwise::{copy_into, same_device};
+use super::storage::CudaData;
+use crate::shape::{contiguous_strides, numel};
+use crate::{DType, Result};
+use cudarc::driver::result as dr;
+use std::ffi::c_void;
+
+const BLOCK: u32 = 256;
+
+fn check_index(idx: &CudaData, what: &str) -> Result<()> {
+    if !idx.dtype.is_int() {
+        return Err(idx.device().error(format!("{what}: indices must be integers, got {}", idx.dtype)));
+    }
+    Ok(())
+}
+
+/// An 8-byte device cell set to `u64::MAX` (no bad index yet).
+fn bad_cell(x: &CudaData) -> Result<CudaData> {
+    let dev = x.device();
+    let cell = CudaData::empty(dev, DType::I64, &[1])?;
+    // SAFETY: the cell is 8 bytes just allocated on this stream.
+    unsafe { dr::memset_d8_async(cell.ptr(), 0xff, 8, dev.cu_stream()) }
+        .map_err(|e| dev.error(format!("index check cell: {e}")))?;
+    Ok(cell)
+}
+
+/// Read the bad-index cell; `Err` with the CPU's message when an index was out of range.
+fn report(what: &str, cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis: usize, n: usize) -> Result<()> {
+    let pos = cell.to_host(&[1])?.buf.as_slice::<i64>()[0];
+    if pos == -1 {
+        return Ok(());
+    }
+    let host = idx.to_host(idx_shape)?;
+    let k: i64 = crate::dispatch_dtype!(idx.dtype, T => {
+        use crate::dtype::Element;
+        host.buf.as_slice::<T>()[pos as usize].to_i64()
+    });
+    Err(idx
+        .device()
+        .error(format!("{what}: index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})")))
+}
+
+/// `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along `axis`; `idx` has `x`'s rank and the same
+/// extents on every other axis. The result is dense with `idx_shape`.
+pub fn gather(x: &CudaData, x_shape: &[usize], idx: &CudaData, idx_shape: &[usize], axis: usize) -> Result<CudaData> {
+    let dev = same_device("take_along_axis", &[x, idx])?;
+    check_index(idx, "take_along_axis")?;
+    let out = CudaData::empty(dev, x.dtype, idx_shape)?;
+    if numel(idx_shape) == 0 {
+        return Ok(out);
+    }
+    let n = x_shape[axis];
+    let mut xs = x.strides.clone();
+    let ax_stride = xs[axis] as i64;
+    xs[axis] = 0;
+    let args = Args::<2>::new("take_along_axis", idx_shape, [&xs, &idx.strides])?;
+    let cell = bad_cell(x)?;
+    let (t, it) = (codegen::bits_type(x.dtype), codegen::storage(idx.dtype));
+    let name = format!("ct_gather_{t}_{}", codegen::tag(idx.dtype));
+    let k = dev.kernel(&name, &name, || {
+        format!(
+            r#"{PRELUDE}
+extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__ x, const {it}* __restrict__ idx, ct_args<2> g, i64 ax_stride, i64 n, u64* bad) {{
+    CT_LOOP(i, g.n) {{
+        i64 o[2]; ct_offsets<2>(g, i, o);
+        i64 k = (i64)idx[o[1]];
+        if (k < 0) k += n;
+        if (k < 0 || k >= n) {{ atomicMin(bad, (u64)i); out[i] = 0; }}
+        else out[i] = x[o[0] + k * ax_stride];
+    }}
+}}
+"#
+        )
+    })?;
+    let (mut po, mut px, mut pi, mut a, mut s, mut nn, mut pb) =
+        (out.ptr(), x.ptr(), idx.ptr(), args, ax_stride, n as i64, cell.ptr());
+    let mut params: Vec<*mut c_void> = vec![
+        &mut po as *mut u64 as *mut c_void,
+        &mut px as *mut u64 as *mut c_void,
+        &mut pi as *mut u64 as *mut c_void,
+        &mut a as *mut Args<2> as *mut c_void,
+        &mut s as *mut i64 as *mut c_void,
+        &mut nn as *mut i64 as *mut c_void,
+        &mut pb as *mut u64 as *mut c_void,
+    ];
+    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
+    report("take_along_axis", &cell, idx, idx_shape, axis, n)?;
+    Ok(out)
+}
+
+/// The atomic accumulation `*p += v` for elements of `d` (C source of `ct_acc`).
+fn atomic_add_source(d: DType) -> String {
+    let st = codegen::storage(d);
+    match d {
+        DType::F32 | DType::F64 | DType::I32 | DType::U32 => {
+            format!("__device__ __forceinline__ void ct_acc({st}* p, {st} v) {{ atomicAdd(p, v); }}")
+        }
+        DType::I64 => "__device__ __forceinline__ void ct_acc(i64* p, i64 v) { atomicAdd((u64*)p, (u64)v); }".into(),
+        _ => {
+            let comb = match d {
+                DType::Bool => "(u8)((cur | v) != 0 ? 1 : 0)".to_string(),
+                DType::U8 => "(u8)(cur + v)".to_string(),
+                DType::F16 => "ct_f32_to_f16(ct_f16_to_f32(cur) + ct_f16_to_f32(v))".to_string(),
+                _ => "ct_f32_to_bf16(ct_bf16_to_f32(cur) + ct_bf16_to_f32(v))".to_string(),
+            };
+            let mask = if d.size_of() == 1 { "0xffu" } else { "0xffffu" };
+            format!(
+                r#"__device__ __forceinline__ void ct_acc({st}* p, {st} v) {{
+    u32* w = (u32*)((u64)p & ~(u64)3);
+    u32 shift = (u32)((u64)p & 3) * 8u;
+    u32 mask = {mask} << shift;
+    u32 old = *w, assumed;
+    do {{
+        assumed = old;
+        {st} cur = ({st})((assumed & mask) >> shift);
+        {st} nw = {comb};
+        old = atomicCAS(w, assumed, (assumed & ~mask) | (((u32)nw << shift) & mask));
+    }} while (old != assumed);
+}}"#
+            )
+        }
+    }
+}
+
+/// A dense copy of `x` with `updates[.., j, ..]` added at `[.., idx[.., j, ..], ..]` along
+/// `axis` (duplicates accumulate). `updates` has `idx_shape`.
+pub fn scatter_add(
+    x: &CudaData,
+    x_shape: &[usize],
+    idx: &CudaData,
+    idx_shape: &[usize],
+    updates: &CudaData,
+    axis: usize,
+) -> Result<CudaData> {
+    let dev = same_device("scatter_add_along_axis", &[x, idx, updates])?;
+    check_index(idx, "scatter_add_along_axis")?;
+    if updates.dtype != x.dtype {
+        return Err(dev.error(format!("scatter_add_along_axis: updates of {} into {}", updates.dtype, x.dtype)));
+    }
+    let out = CudaData::empty(dev, x.dtype, x_shape)?;
+    copy_into(&out, x, x_shape)?;
+    if numel(idx_shape) == 0 {
+        return Ok(out);
+    }
+    let n = x_shape[axis];
+    let mut os = contiguous_strides(x_shape);
+    let ax_stride = os[axis] as i64;
+    os[axis] = 0;
+    let args = Args::<3>::new("scatter_add_along_axis", idx_shape, [&os, &idx.strides, &updates.strides])?;
+    let cell = bad_cell(x)?;
+    let (t, it) = (codegen::storage(x.dtype), codegen::storage(idx.dtype));
+    let name = format!("ct_scatter_add_{}_{}", codegen::tag(x.dtype), codegen::tag(idx.dtype));
+    let k = dev.kernel(&name, &name, || {
+        format!(
+            r#"{PRELUDE}
+{acc}
+extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const {t}* __restrict__ upd, ct_args<3> g, i64 ax_stride, i64 n, u64* bad) {{
+    CT_LOOP(i, g.n) {{
+        i64 o[3]; ct_offsets<3>(g, i, o);
+        i64 k = (i64)idx[o[1]];
+        if (k < 0) k += n;
+        if (k < 0 || k >= n) atomicMin(bad, (u64)i);
+        else ct_acc(out + o[0] + k * ax_stride, upd[o[2]]);
+    }}
+}}
+"#,
+            acc = atomic_add_source(x.dtype)
+        )
+    })?;
+    let (mut po, mut pi, mut pu, mut a, mut s, mut nn, mut pb) =
+        (out.ptr(), idx.ptr(), updates.ptr(), args, ax_stride, n as i64, cell.ptr());
+    let mut params: Vec<*mut c_void> = vec![
+        &mut po as *mut u64 as *mut c_void,
+        &mut pi as *mut u64 as *mut c_void,
+        &mut pu as *mut u64 as *mut c_void,
+        &mut a as *mut Args<3> as *mut c_void,
+        &mut s as *mut i64 as *mut c_void,
+        &mut nn as *mut i64 as *mut c_void,
+        &mut pb as *mut u64 as *mut c_void,
+    ];
+    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
+    report("scatter_add_along_axis", &cell, idx, idx_shape, axis, n)?;
+    Ok(out)
+}

@@ -1,0 +1,124 @@
+//! Device arrays: a shared [`CudaBuffer`] plus the dtype, strides and offset of one view, the
+//! device twin of the CPU's [`Data`] (views such as transposes, stride-0 broadcasts and slices
+//! share the buffer), and host↔device transfers.
+use super::alloc::CudaBuffer;
+use super::device::CudaDevice;
+use crate::backend::cpu::buffer::BufferElement;
+use crate::backend::cpu::Data;
+use crate::shape::{contiguous_strides, numel, Strides};
+use crate::{DType, Result};
+use cudarc::driver::result as dr;
+use std::sync::Arc;
+
+/// The computed value of one array on a CUDA device.
+#[derive(Debug, Clone)]
+pub struct CudaData {
+    /// The shared device buffer.
+    pub buf: Arc<CudaBuffer>,
+    /// Element type.
+    pub dtype: DType,
+    /// Strides in elements, one per axis.
+    pub strides: Strides,
+    /// Offset of element `[0, 0, ..]` in elements.
+    pub offset: usize,
+}
+
+impl CudaData {
+    /// A dense row-major view of a whole buffer.
+    pub fn contiguous(buf: CudaBuffer, dtype: DType, shape: &[usize]) -> CudaData {
+        CudaData { buf: Arc::new(buf), dtype, strides: contiguous_strides(shape), offset: 0 }
+    }
+    /// A new dense array with uninitialised contents.
+    pub fn empty(dev: &Arc<CudaDevice>, dtype: DType, shape: &[usize]) -> Result<CudaData> {
+        let bytes = numel(shape)
+            .checked_mul(dtype.size_of())
+            .ok_or_else(|| dev.error(format!("array of shape {shape:?} and dtype {dtype} is too large")))?;
+        Ok(CudaData::contiguous(CudaBuffer::alloc(dev, bytes)?, dtype, shape))
+    }
+    /// A new dense array of zeros (all bits zero: `false`, `0`, `+0.0`).
+    pub fn zeros(dev: &Arc<CudaDevice>, dtype: DType, shape: &[usize]) -> Result<CudaData> {
+        let d = CudaData::empty(dev, dtype, shape)?;
+        if !d.buf.is_empty() {
+            dev.bind()?;
+            // SAFETY: the range is the buffer just allocated on this stream.
+            unsafe { dr::memset_d8_async(d.buf.ptr(), 0, d.buf.len(), dev.cu_stream()) }
+                .map_err(|e| dev.error(format!("zeros {shape:?} {dtype}: {e}")))?;
+        }
+        Ok(d)
+    }
+    /// The device the data lives on.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        self.buf.device()
+    }
+    /// Whether the view is dense and row-major.
+    pub fn is_contiguous(&self, shape: &[usize]) -> bool {
+        crate::shape::is_contiguous(shape, &self.strides)
+    }
+    /// Device address of element `[0, 0, ..]`.
+    pub fn ptr(&self) -> u64 {
+        self.buf.ptr() + (self.offset * self.dtype.size_of()) as u64
+    }
+    /// The same buffer with other strides and offset (a view; no copy).
+    pub fn view(&self, strides: &[isize], offset: usize) -> CudaData {
+        CudaData { buf: self.buf.clone(), dtype: self.dtype, strides: strides.into(), offset }
+    }
+
+    /// Copy the elements of a host view (`data`, of `shape`) to a new dense array on `dev`.
+    pub fn from_host(dev: &Arc<CudaDevice>, data: &Data, shape: &[usize]) -> Result<CudaData> {
+        let dtype = data.buf.dtype();
+        let out = CudaData::empty(dev, dtype, shape)?;
+        if out.buf.is_empty() {
+            return Ok(out);
+        }
+        dev.bind()?;
+        let r = crate::dispatch_dtype!(dtype, T => upload::<T>(dev, &out, data, shape));
+        r.map(|_| out)
+    }
+
+    /// Copy this array (of `shape`) to a dense host [`Data`], waiting for queued work first.
+    /// Strided views are made contiguous on the device first.
+    pub fn to_host(&self, shape: &[usize]) -> Result<Data> {
+        let dense;
+        let src = if self.is_contiguous(shape) {
+            self
+        } else {
+            dense = super::elementwise::to_contiguous(self, shape)?;
+            &dense
+        };
+        let dev = self.device();
+        let n = numel(shape);
+        dev.bind()?;
+        crate::dispatch_dtype!(self.dtype, T => download::<T>(dev, src, n, shape))
+    }
+}
+
+fn upload<T: BufferElement>(dev: &Arc<CudaDevice>, out: &CudaData, data: &Data, shape: &[usize]) -> Result<()> {
+    let host = data.to_contiguous::<T>(shape);
+    // SAFETY: the destination holds `numel(shape)` elements of `T`; a copy from pageable memory
+    // returns once the source has been read, so `host` may drop afterwards.
+    unsafe { dr::memcpy_htod_async(out.buf.ptr(), &host[..], dev.cu_stream()) }
+        .map_err(|e| dev.error(format!("host to device copy of {shape:?} {}: {e}", T::DTYPE)))
+}
+
+fn download<T: BufferElement>(dev: &Arc<CudaDevice>, src: &CudaData, n: usize, shape: &[usize]) -> Result<Data> {
+    if T::DTYPE == DType::Bool {
+        // read bytes, then make bools (never transmute device bytes into `bool`)
+        let mut bytes = vec![0u8; n];
+        copy_down(dev, src, &mut bytes, shape)?;
+        return Ok(Data::from_vec(bytes.into_iter().map(|b| b != 0).collect::<Vec<bool>>(), shape));
+    }
+    let mut v = vec![T::default(); n];
+    copy_down(dev, src, &mut v, shape)?;
+    Ok(Data::from_vec(v, shape))
+}
+
+fn copy_down<U: Copy>(dev: &Arc<CudaDevice>, src: &CudaData, dst: &mut [U], shape: &[usize]) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `src` is dense with `dst.len()` elements of the same size as `U` (bools are bytes);
+    // the stream is synchronised before `dst` is read.
+    unsafe { dr::memcpy_dtoh_async(dst, src.ptr(), dev.cu_stream()) }
+        .map_err(|e| dev.error(format!("device to host copy of {shape:?} {}: {e}", src.dtype)))?;
+    dev.synchronize()
+}
