@@ -50,13 +50,14 @@ pub fn chunk_forward(x: &[Array]) -> Vec<Array> {
     let c = q.shape()[q.ndim() - 2];
     let dt = q.dtype();
     // γ = cumsum(log g) as a product with an upper-triangular matrix of ones
-    let upper = ct::tri(c, c, 0, dt).t();
+    let on = q.device(); // constants follow the inputs, whatever the default device
+    let upper = ct::tri(c, c, 0, dt).t().to_device(on);
     let gamma = log_g.expand_dims(&[-2]).matmul(&upper).squeeze(&[-2]); // [.., C]
     let gamma_last = gamma.slice_axis(-1, Some(c as isize - 1), None, 1); // [.., 1]
-    let lower = ct::tri(c, c, 0, DType::Bool);
+    let lower = ct::tri(c, c, 0, DType::Bool).to_device(on);
     let diff = gamma.expand_dims(&[-1]) - gamma.expand_dims(&[-2]); // γ_i − γ_j
     let decay = ct::select(&lower, &diff, -1e30).exp(); // D, zero above the diagonal
-    let strict = ct::tri(c, c, -1, dt);
+    let strict = ct::tri(c, c, -1, dt).to_device(on);
     let kk = k.matmul(&k.swapaxes(-1, -2));
     let a = &kk * &decay * beta.expand_dims(&[-1]) * &strict;
     let g_col = gamma.exp().expand_dims(&[-1]); // [.., C, 1]
@@ -90,9 +91,9 @@ pub fn unit_lower_inverse(a: &Array) -> Array {
                 f64::from(u8::from(same_block && i % (2 * s) >= s && j % (2 * s) < s))
             })
             .collect();
-        Array::from_vec(mask, &[c, c]).astype(dt)
+        Array::from_vec(mask, &[c, c]).astype(dt).to_device(a.device())
     };
-    let eye = ct::eye(c, c, 0, dt);
+    let eye = ct::eye(c, c, 0, dt).to_device(a.device());
     if c <= 1 {
         return eye.broadcast_to(a.shape());
     }
@@ -131,7 +132,7 @@ pub fn chunk_function() -> ChunkFn {
 pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, beta: &Array) -> Array {
     let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
     let dv = v.shape()[3];
-    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype());
+    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype()).to_device(q.device());
     let g = log_g.exp();
     let mut ys = Vec::with_capacity(t);
     for i in 0..t as isize {
@@ -162,7 +163,7 @@ pub fn gated_delta_chunked(
     let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
     let dv = v.shape()[3];
     let f = chunk_function();
-    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype());
+    let mut s = ct::zeros(&[b, h, dk, dv], q.dtype()).to_device(q.device());
     let mut ys = Vec::new();
     let mut start = 0;
     while start < t {

@@ -281,7 +281,7 @@ impl MultiHeadAttention {
         let k = heads(self.k_proj.forward(x));
         let v = heads(self.v_proj.forward(x));
         let scores = q.matmul(&k.swapaxes(-1, -2)) * (1.0 / ((d / h) as f64).sqrt());
-        let causal = ct::tri(t, t, 0, DType::Bool);
+        let causal = ct::tri(t, t, 0, DType::Bool).to_device(x.device());
         let scores = ct::select(&causal, &scores, f64::NEG_INFINITY);
         let attn = activations::softmax(&scores, -1);
         let y = attn.matmul(&v).transpose(&[0, 2, 1, 3]).reshape_exact(&[b, t, d]);

@@ -247,7 +247,7 @@ pub(crate) fn transfer(data: &Storage, spec: &Spec, device: Device) -> Result<St
         #[cfg(feature = "cuda")]
         Device::Cuda(n) => {
             let host = data.to_host(spec)?;
-            Ok(Storage::Cuda(cuda::CudaData::from_host(&cuda::device(n)?, &host, &spec.shape)?))
+            Ok(Storage::Cuda(cuda::CudaData::upload(&cuda::device(n)?, &host, &spec.shape)?))
         }
         #[cfg(not(feature = "cuda"))]
         Device::Cuda(n) => Err(no_cuda(n)),

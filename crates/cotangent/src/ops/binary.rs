@@ -121,7 +121,7 @@ impl Array {
 }
 
 /// Sum `g` down to `shape` (undoing numpy broadcasting): used by VJP rules.
-pub fn sum_to_shape(g: &Array, shape: &[usize]) -> Array {
+pub(crate) fn sum_to_shape(g: &Array, shape: &[usize]) -> Array {
     if g.shape() == shape {
         return g.clone();
     }
@@ -139,7 +139,7 @@ pub fn sum_to_shape(g: &Array, shape: &[usize]) -> Array {
 /// Align batched inputs of an element-wise op for broadcasting: batch axes move to the front
 /// and batched inputs of lower rank get unit axes after it. Returns the inputs and the output's
 /// batch axis (always `Some(0)` when any input is batched).
-pub fn batch_align(inputs: &[Array], axes: &[Option<usize>]) -> (Vec<Array>, Option<usize>) {
+pub(crate) fn batch_align(inputs: &[Array], axes: &[Option<usize>]) -> (Vec<Array>, Option<usize>) {
     let rank = inputs.iter().zip(axes).map(|(x, a)| x.ndim() - a.is_some() as usize).max().unwrap_or(0);
     let xs = inputs
         .iter()

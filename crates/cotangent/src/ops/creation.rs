@@ -4,12 +4,12 @@ use crate::dtype::Element;
 use crate::{Array, DType};
 
 /// A 0-d array of `dtype` holding `v` (converted as `as` would).
-pub fn scalar_f64(v: f64, dtype: DType) -> Array {
+pub(crate) fn scalar_f64(v: f64, dtype: DType) -> Array {
     crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_f64(v)))
 }
 
 /// A 0-d array of `dtype` holding the integer `v` (exact for integer dtypes).
-pub fn scalar_i64(v: i64, dtype: DType) -> Array {
+pub(crate) fn scalar_i64(v: i64, dtype: DType) -> Array {
     crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_i64(v)))
 }
 

@@ -98,7 +98,7 @@ impl Operand {
 }
 
 /// Promote two operands to a common dtype and return them as arrays of it.
-pub fn promote_operands(a: Operand, b: Operand) -> (Array, Array) {
+pub(crate) fn promote_operands(a: Operand, b: Operand) -> (Array, Array) {
     let dtype = match (&a, &b) {
         (Operand::Array(x), Operand::Array(y)) => x.dtype().promote(y.dtype()),
         (Operand::Array(x), s) | (s, Operand::Array(x)) => x.dtype().promote_weak(s.kind().unwrap()),

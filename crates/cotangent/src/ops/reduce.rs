@@ -9,7 +9,7 @@ use crate::primitives::reduce::{ArgReduce, ArgReduceOp, LogSumExp, Reduce, Reduc
 use crate::{Array, DType};
 
 /// Reduce the given (normalised) axes, keeping them as unit axes.
-pub fn reduce_keepdims(op: ReduceOp, x: &Array, mut axes: Vec<usize>) -> Array {
+pub(crate) fn reduce_keepdims(op: ReduceOp, x: &Array, mut axes: Vec<usize>) -> Array {
     axes.sort_unstable();
     axes.dedup();
     let shape: Vec<usize> = x.shape().iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();

@@ -75,6 +75,39 @@ impl CudaData {
         r.map(|_| out)
     }
 
+    /// [`from_host`](CudaData::from_host) for any host view, with one shortcut: single values
+    /// (the 0-d arrays a Rust number becomes in `&x * 2.0`) are uploaded once per device, dtype
+    /// and bit pattern and then shared, so an eager chain of ops on the GPU does not pay a
+    /// host-to-device copy per constant. Sharing is safe because device arrays are never
+    /// written in place.
+    pub fn upload(dev: &Arc<CudaDevice>, data: &Data, shape: &[usize]) -> Result<CudaData> {
+        use crate::dtype::Element;
+        if numel(shape) != 1 {
+            return CudaData::from_host(dev, data, shape);
+        }
+        let dtype = data.buf.dtype();
+        let bits = crate::dispatch_dtype!(dtype, T => {
+            let v = data.to_contiguous::<T>(shape)[0];
+            if dtype.is_float() { v.to_f64().to_bits() } else { v.to_i64() as u64 }
+        });
+        type Key = (usize, DType, u64);
+        static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, CudaData>>> =
+            std::sync::OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        let key = (dev.ordinal(), dtype, bits);
+        if let Some(d) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(CudaData { strides: contiguous_strides(shape), ..d });
+        }
+        let d = CudaData::from_host(dev, data, shape)?;
+        if let Ok(mut c) = cache.lock() {
+            if c.len() >= 4096 {
+                c.clear(); // a bounded cache: constants of a program are few
+            }
+            c.insert(key, d.clone());
+        }
+        Ok(d)
+    }
+
     /// Copy this array (of `shape`) to a dense host [`Data`], waiting for queued work first.
     /// Strided views are made contiguous on the device first.
     pub fn to_host(&self, shape: &[usize]) -> Result<Data> {
