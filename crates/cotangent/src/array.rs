@@ -56,6 +56,9 @@ pub(crate) struct Node {
     pub(crate) inputs: Mutex<Vec<Array>>,
     pub(crate) specs: SmallVec<[Spec; 1]>,
     pub(crate) data: OnceLock<Result<SmallVec<[Storage; 1]>>>,
+    /// Set by the one thread that computes `data` (see [`Node::claim`]); a node created with
+    /// its data starts claimed.
+    pub(crate) claimed: AtomicBool,
     /// The device the outputs are computed on.
     pub(crate) device: Device,
     pub(crate) traces: Traces,
@@ -90,11 +93,28 @@ impl Node {
                 }
             }
         }
-        Node { kind: NodeKind::Op(prim), inputs: Mutex::new(inputs), specs, data: OnceLock::new(), device, traces, seq: next_seq() }
+        Node {
+            kind: NodeKind::Op(prim),
+            inputs: Mutex::new(inputs),
+            specs,
+            data: OnceLock::new(),
+            claimed: AtomicBool::new(false),
+            device,
+            traces,
+            seq: next_seq(),
+        }
     }
 
     pub(crate) fn is_computed(&self) -> bool {
         self.data.get().is_some()
+    }
+    /// Claims the computation of this node for the calling thread: `true` for exactly one
+    /// caller, which must then store a result in `data` (`graph::compute` stores even a panic
+    /// as an error). Others wait for `data` or, on the evaluation walk, stop. Claiming first,
+    /// instead of computing inside `OnceLock::get_or_init`, lets a thread that must not block
+    /// find out that another one is computing the node.
+    pub(crate) fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::AcqRel)
     }
     /// Whether evaluation must keep this node's inputs (a transform is tracing through it).
     pub(crate) fn keeps_inputs(&self) -> bool {
@@ -158,6 +178,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             device: data.device(),
             data: OnceLock::from(Ok(smallvec::smallvec![data])),
+            claimed: AtomicBool::new(true),
             traces: SmallVec::new(),
             seq: next_seq(),
         };
@@ -179,6 +200,7 @@ impl Array {
             inputs: Mutex::new(Vec::new()),
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
+            claimed: AtomicBool::new(false),
             device: crate::backend::default_device(),
             traces: smallvec::smallvec![token.clone()],
             seq: next_seq(),
