@@ -428,8 +428,7 @@ impl Array {
         if T::DTYPE != self.dtype() {
             return Err(Error::DTypeMismatch { requested: T::DTYPE, actual: self.dtype() });
         }
-        let d = self.host_data()?;
-        Ok(d.to_contiguous::<T>(self.shape()).into_owned())
+        self.host_copy(|d, shape| d.to_contiguous::<T>(shape).into_owned())
     }
 
     /// The single element of a one-element array (any shape). Asking for a type other than the
@@ -446,10 +445,21 @@ impl Array {
 
     /// The elements converted to `f64` (any dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        let d = self.host_data()?;
-        Ok(
-            crate::dispatch_dtype!(self.dtype(), T => d.to_contiguous::<T>(self.shape()).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect()),
-        )
+        let dtype = self.dtype();
+        self.host_copy(move |d, shape| {
+            crate::dispatch_dtype!(dtype, T => d.to_contiguous::<T>(shape).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect())
+        })
+    }
+
+    /// `copy(data, shape)` of the computed host data, run where a kernel of this size runs
+    /// (`backend::cpu::pool::run_kernel`): a large strided copy splits over rayon, and on a
+    /// worker of the user's pool that would let this thread steal the user's tasks while it
+    /// may be computing a node (inside a custom function's body).
+    fn host_copy<R: Send + 'static>(&self, copy: impl FnOnce(&Data, &[usize]) -> R + Send + 'static) -> Result<R> {
+        use crate::backend::cpu::pool;
+        let d = self.host_data()?.into_owned();
+        let shape = self.shape().to_vec();
+        Ok(pool::run_kernel(pool::place(), self.size() >= pool::SPLIT_MIN_ELEMENTS, move || copy(&d, &shape)))
     }
 }
 
