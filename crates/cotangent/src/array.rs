@@ -56,6 +56,9 @@ pub(crate) struct Node {
     pub(crate) inputs: Mutex<Vec<Array>>,
     pub(crate) specs: SmallVec<[Spec; 1]>,
     pub(crate) data: OnceLock<Result<SmallVec<[Storage; 1]>>>,
+    /// Set by the one thread that computes `data` (see [`Node::claim`]); a node created with
+    /// its data starts claimed.
+    pub(crate) claimed: AtomicBool,
     /// The device the outputs are computed on.
     pub(crate) device: Device,
     pub(crate) traces: Traces,
@@ -90,11 +93,28 @@ impl Node {
                 }
             }
         }
-        Node { kind: NodeKind::Op(prim), inputs: Mutex::new(inputs), specs, data: OnceLock::new(), device, traces, seq: next_seq() }
+        Node {
+            kind: NodeKind::Op(prim),
+            inputs: Mutex::new(inputs),
+            specs,
+            data: OnceLock::new(),
+            claimed: AtomicBool::new(false),
+            device,
+            traces,
+            seq: next_seq(),
+        }
     }
 
     pub(crate) fn is_computed(&self) -> bool {
         self.data.get().is_some()
+    }
+    /// Claims the computation of this node for the calling thread: `true` for exactly one
+    /// caller, which must then store a result in `data` (`graph::compute` stores even a panic
+    /// as an error). Others wait for `data` or, on the evaluation walk, stop. Claiming first,
+    /// instead of computing inside `OnceLock::get_or_init`, lets a thread that must not block
+    /// find out that another one is computing the node.
+    pub(crate) fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::AcqRel)
     }
     /// Whether evaluation must keep this node's inputs (a transform is tracing through it).
     pub(crate) fn keeps_inputs(&self) -> bool {
@@ -158,6 +178,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             device: data.device(),
             data: OnceLock::from(Ok(smallvec::smallvec![data])),
+            claimed: AtomicBool::new(true),
             traces: SmallVec::new(),
             seq: next_seq(),
         };
@@ -179,6 +200,7 @@ impl Array {
             inputs: Mutex::new(Vec::new()),
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
+            claimed: AtomicBool::new(false),
             device: crate::backend::default_device(),
             traces: smallvec::smallvec![token.clone()],
             seq: next_seq(),
@@ -406,8 +428,7 @@ impl Array {
         if T::DTYPE != self.dtype() {
             return Err(Error::DTypeMismatch { requested: T::DTYPE, actual: self.dtype() });
         }
-        let d = self.host_data()?;
-        Ok(d.to_contiguous::<T>(self.shape()).into_owned())
+        self.host_copy(|d, shape| d.to_contiguous::<T>(shape).into_owned())
     }
 
     /// The single element of a one-element array (any shape). Asking for a type other than the
@@ -424,10 +445,21 @@ impl Array {
 
     /// The elements converted to `f64` (any dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
-        let d = self.host_data()?;
-        Ok(
-            crate::dispatch_dtype!(self.dtype(), T => d.to_contiguous::<T>(self.shape()).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect()),
-        )
+        let dtype = self.dtype();
+        self.host_copy(move |d, shape| {
+            crate::dispatch_dtype!(dtype, T => d.to_contiguous::<T>(shape).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect())
+        })
+    }
+
+    /// `copy(data, shape)` of the computed host data, run where a kernel of this size runs
+    /// (`backend::cpu::pool::run_kernel`): a large strided copy splits over rayon, and on a
+    /// worker of the user's pool that would let this thread steal the user's tasks while it
+    /// may be computing a node (inside a custom function's body).
+    fn host_copy<R: Send + 'static>(&self, copy: impl FnOnce(&Data, &[usize]) -> R + Send + 'static) -> Result<R> {
+        use crate::backend::cpu::pool;
+        let d = self.host_data()?.into_owned();
+        let shape = self.shape().to_vec();
+        Ok(pool::run_kernel(pool::place(), self.size() >= pool::SPLIT_MIN_ELEMENTS, move || copy(&d, &shape)))
     }
 }
 

@@ -1,18 +1,19 @@
 //! Topological ordering and evaluation of the graph.
 //!
 //! Evaluation is iterative (no recursion, so a chain of a million ops is fine), computes each
-//! node once even when several threads evaluate overlapping graphs (each node's result sits in a
-//! `OnceLock`), and releases a node's inputs as soon as it is computed so intermediate buffers
+//! node once even when several threads evaluate overlapping graphs (one thread claims a node and
+//! stores its result, also a failure, in the node's `OnceLock`; see [`compute`]), and releases a node's inputs as soon as it is computed so intermediate buffers
 //! are freed once their last consumer ran — except for nodes a transform is tracing through.
 //! A node that does not keep its inputs hands them to its primitive by ownership
-//! (`Primitive::eval_cpu_owned`), so an element-wise kernel can write its output into the buffer
+//! (`backend::eval_owned`), so an element-wise kernel can write its output into the buffer
 //! of an input that nothing else references (buffer donation).
 use crate::array::{Node, NodeKind};
+use crate::backend::cpu::pool::{self, Place, SPLIT_MIN_ELEMENTS};
 use crate::backend::Storage;
 use crate::primitive::{Op, Spec};
 use crate::{Array, Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Hasher for maps keyed by node identities (addresses of nodes, and output indices): the
@@ -79,6 +80,15 @@ pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool)
 }
 
 /// Compute `outputs` and every uncomputed node they depend on.
+///
+/// Where the work runs (see `backend::cpu::pool` for why): an evaluation that starts on a thread
+/// of no rayon pool while no other thread is evaluating, and has a node large enough that its
+/// kernel may split, walks its nodes on the kernel pool's first worker. That walk never waits
+/// for a node another thread is computing and never runs user code: it stops before such a node
+/// and before a lazily applied function (`Call`), and hands the rest back to the calling thread,
+/// which waits for (or computes) that node itself and then starts a new walk. Every other
+/// evaluation computes its nodes on the calling thread: small kernels right there, large ones on
+/// the kernel pool while the calling thread blocks without running anything else.
 pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     if outputs.iter().all(|a| a.node.is_computed()) {
         return outputs.iter().try_for_each(|a| a.computed_storage().map(|_| ()));
@@ -95,16 +105,33 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     // backward chain ran at the very end and kept every recomputed segment alive.
     // Consuming the tape releases each node as it goes.
     tape.sort_by_key(|n| n.seq);
+    let place = pool::place();
+    // No user code runs on the kernel pool (the walk stops before `Call` nodes), so no
+    // evaluation starts there.
+    debug_assert_ne!(place, Place::Pool, "an evaluation started on a thread of cotangent's kernel pool");
     let active = ActiveEval::enter();
-    if active.alone && worth_a_worker_thread(&tape) {
-        run_on_first_worker(move |progress| {
-            tape.into_iter().for_each(|node| {
-                compute(&node);
-                progress.fetch_add(1, Ordering::Relaxed);
-            })
-        });
+    if place == Place::Plain && active.alone && worth_a_worker_thread(&tape) {
+        let mut tape: std::collections::VecDeque<Arc<Node>> = tape.into();
+        while !tape.is_empty() {
+            pool::run_on_first_worker(|progress| {
+                while let Some(node) = tape.front() {
+                    if !compute(node, Place::Pool, Wait::Never) {
+                        break;
+                    }
+                    tape.pop_front();
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            // The walk stopped at a node another thread is computing, or at a `Call`: wait for
+            // it, or compute it, here.
+            if let Some(node) = tape.pop_front() {
+                compute(&node, place, Wait::Block);
+            }
+        }
     } else {
-        tape.into_iter().for_each(|node| compute(&node));
+        tape.into_iter().for_each(|node| {
+            compute(&node, place, Wait::Block);
+        });
     }
     drop(active);
     for a in outputs {
@@ -113,59 +140,139 @@ pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     Ok(())
 }
 
-/// Compute one node whose inputs are computed (no-op if it already is).
-fn compute(node: &Arc<Node>) {
+/// What [`compute`] does with a node it cannot compute right away.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Wait for a node another thread is computing, and compute a `Call` here: for threads
+    /// that run nothing else while they wait (not a kernel pool thread).
+    Block,
+    /// Return `false` instead (the walk on the kernel pool's first worker).
+    Never,
+}
+
+/// Compute one node whose inputs are computed; returns whether it is computed (`false` only
+/// with [`Wait::Never`]).
+///
+/// The one thread that claims the node computes it and stores the result — the outputs, an
+/// error, or a panic of its kernel or of a lazily applied function's body, turned into an `Err`
+/// that names the op — so every reader, on every thread, now and later, gets that same result.
+/// (A node that does not keep its inputs gives them to its kernel, so it could never be computed
+/// again anyway.) A thread that finds the node claimed by another waits for that result, or,
+/// with [`Wait::Never`], returns `false` at once; with [`Wait::Never`] a `Call` is left
+/// unclaimed too, for the calling thread (its body is user code and may wait for nodes).
+///
+/// `place` is where the caller runs (see `pool::run_kernel`).
+fn compute(node: &Arc<Node>, place: Place, wait: Wait) -> bool {
     if node.is_computed() {
-        return;
+        return true;
     }
-    node.data.get_or_init(|| {
-        let mut inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
-        match &node.kind {
-            NodeKind::Leaf => Err(Error::Eval("leaf without data".into())),
-            NodeKind::Placeholder => Err(Error::Transform(
-                "cannot evaluate an array inside a function being vmapped (its values do not exist \
-                 until the batched graph runs); return it instead of reading it"
-                    .into(),
-            )),
-            NodeKind::Op(prim) => {
-                for inp in inputs.iter() {
-                    inp.computed_storage()?;
-                }
-                let out = match prim.op() {
-                    Op::PassThrough { first } => inputs[first..first + node.specs.len()]
-                        .iter()
-                        .map(|x| x.computed_storage().cloned())
-                        .collect::<Result<Vec<_>>>()?,
-                    Op::Call(call) => eval_call(call, &inputs, &node.specs)?,
-                    Op::ToDevice(device) => {
-                        vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)?]
-                    }
-                    op if node.keeps_inputs() => crate::backend::eval(node.device, op, &inputs, &node.specs)?,
-                    op => {
-                        // The node lets go of its inputs now rather than after the kernel, and hands
-                        // them over, so an input referenced by nothing else can donate its buffer
-                        // to the output (and is freed as soon as the kernel is done with it).
-                        let owned = std::mem::take(&mut *inputs);
-                        drop(inputs);
-                        crate::backend::eval_owned(node.device, op, owned, &node.specs)?
-                    }
-                };
-                if out.len() != node.specs.len() {
-                    return Err(Error::Eval(format!(
-                        "{} produced {} outputs, expected {}",
-                        prim.name(),
-                        out.len(),
-                        node.specs.len()
-                    )));
-                }
-                Ok(SmallVec::from_vec(out))
-            }
+    let is_call = matches!(&node.kind, NodeKind::Op(prim) if matches!(prim.op(), Op::Call(_)));
+    if wait == Wait::Never && is_call {
+        return false;
+    }
+    if !node.claim() {
+        if wait == Wait::Never {
+            return false;
         }
-    });
+        // The claiming thread stores a result whatever happens (its panics are caught below),
+        // and it never waits for this thread (nodes form no cycles), so this wait ends.
+        node.data.wait();
+        return true;
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compute_claimed(node, place)))
+        .unwrap_or_else(|payload| Err(panic_error(node, &*payload)));
+    // This thread claimed the node, so nobody else stores a result.
+    let _ = node.data.set(result);
     if !node.keeps_inputs() {
         let taken = std::mem::take(&mut *node.inputs.lock().unwrap_or_else(|e| e.into_inner()));
         drop(taken);
     }
+    true
+}
+
+/// The outputs of a node this thread has claimed (see [`compute`]).
+fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 1]>> {
+    let prim = match &node.kind {
+        NodeKind::Leaf => return Err(Error::Eval("leaf without data".into())),
+        NodeKind::Placeholder => {
+            return Err(Error::Transform(
+                "cannot evaluate an array inside a function being vmapped (its values do not exist \
+                 until the batched graph runs); return it instead of reading it"
+                    .into(),
+            ))
+        }
+        NodeKind::Op(prim) => prim,
+    };
+    let mut inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+    for inp in inputs.iter() {
+        inp.computed_storage()?;
+    }
+    let out = match prim.op() {
+        Op::PassThrough { first } => inputs[first..first + node.specs.len()]
+            .iter()
+            .map(|x| x.computed_storage().cloned())
+            .collect::<Result<Vec<_>>>()?,
+        Op::Call(_) => {
+            // The body is user code that evaluates: run it without holding the lock (another
+            // thread's `topo_order` may want it meanwhile).
+            let inputs_now = inputs.clone();
+            drop(inputs);
+            let Op::Call(call) = prim.op() else { unreachable!() };
+            eval_call(call, &inputs_now, &node.specs)?
+        }
+        Op::ToDevice(device) => {
+            vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)?]
+        }
+        _ => {
+            let may_split = node.device == crate::Device::Cpu
+                && (node.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS)
+                    || inputs.iter().any(|x| x.size() >= SPLIT_MIN_ELEMENTS));
+            let owner = node.clone();
+            if node.keeps_inputs() {
+                let inputs_now = inputs.clone();
+                drop(inputs);
+                pool::run_kernel(place, may_split, move || {
+                    let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
+                    crate::backend::eval(owner.device, prim.op(), &inputs_now, &owner.specs)
+                })?
+            } else {
+                // The node lets go of its inputs now rather than after the kernel, and hands
+                // them over, so an input referenced by nothing else can donate its buffer to the
+                // output (and is freed as soon as the kernel is done with it).
+                let owned = std::mem::take(&mut *inputs);
+                drop(inputs);
+                pool::run_kernel(place, may_split, move || {
+                    let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
+                    crate::backend::eval_owned(owner.device, prim.op(), owned, &owner.specs)
+                })?
+            }
+        }
+    };
+    if out.len() != node.specs.len() {
+        return Err(Error::Eval(format!(
+            "{} produced {} outputs, expected {}",
+            prim.name(),
+            out.len(),
+            node.specs.len()
+        )));
+    }
+    Ok(SmallVec::from_vec(out))
+}
+
+/// The error stored in a node whose computation panicked: names the op and quotes the message.
+fn panic_error(node: &Node, payload: &(dyn std::any::Any + Send)) -> Error {
+    let message = if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    };
+    let name = match &node.kind {
+        NodeKind::Op(prim) => prim.name(),
+        _ => "a leaf".to_string(),
+    };
+    Error::Eval(format!("computing `{name}` panicked: {message}"))
 }
 
 /// Evaluate a [`Call`](crate::primitives::graph::Call) node: rebuild its function on leaves
@@ -189,128 +296,43 @@ fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &
     outs.iter().map(|o| o.computed_storage().cloned()).collect()
 }
 
-/// Outputs of at least this many elements make a graph worth evaluating on a rayon worker.
-const WORKER_MIN_ELEMENTS: usize = 4096;
-
-/// Whether to evaluate on a rayon worker thread: this thread is not one, the pool has several
-/// threads, and some node is large enough that a kernel may split its work. Small graphs stay
-/// on the calling thread (handing them over costs more than they take).
+/// Whether to walk on the kernel pool's first worker: the pool has several threads and some
+/// node is large enough that a kernel may split its work. Small graphs stay on the calling
+/// thread (handing them over costs more than they take).
 fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
-    rayon::current_thread_index().is_none()
-        && rayon::current_num_threads() > 1
-        && tape.iter().any(|n| n.specs.iter().any(|s| crate::shape::numel(&s.shape) >= WORKER_MIN_ELEMENTS))
-}
-
-/// Run `work` on the global pool's first worker thread and wait for it.
-///
-/// A kernel that splits its work over the pool then does part of it on the evaluating thread,
-/// instead of waking the workers and sleeping until they are done (a loop of 32×256 products ran
-/// slower on two threads than on one that way). Always the *same* worker: buffers are allocated
-/// by the thread that evaluates, and glibc keeps freed memory per thread arena, so evaluations
-/// wandering between workers kept one cache of freed buffers per worker (the training example's
-/// peak rose from 98 to 161 MiB when any worker could take an evaluation).
-///
-/// The other workers do not go back to sleep while the evaluation makes progress: they spin,
-/// running any kernel piece the evaluating worker offers (`rayon::yield_now`), so a kernel that
-/// splits its work finds them awake. Sleeping between the single-threaded stretches of a step
-/// and being woken for the next product cost a quarter of a loop of 32×256 products in
-/// scheduler time (custom_vjp bench, best of 10, four interleaved pairs: 43–52 ms spinning,
-/// 53–60 ms not). The price: during a large evaluation every pool thread keeps its core busy.
-///
-/// `work` counts the nodes it has computed in the counter it is given, and a spinning worker
-/// stops spinning once that count has not moved, and no kernel piece was offered, for
-/// [`SPIN_WITHOUT_PROGRESS`]. That bound keeps this free of deadlock: a worker can start its
-/// spinning job while it is inside a kernel piece stolen from the evaluating worker (rayon runs a
-/// thread's broadcast job whenever the thread looks for local work, also while it waits inside a
-/// join). The evaluating worker then waits for that piece, which lies below the spinning job on
-/// the spinner's stack, so it makes no progress and offers nothing; the spinner notices, returns,
-/// and the piece completes. Without the bound this hung after a few seconds of repeated 64×256
-/// products (tests/pool_evaluation.rs). Jobs of other users of the global pool can keep a
-/// spinner busy and delay that return until they run out.
-fn run_on_first_worker(work: impl FnOnce(&AtomicUsize) + Send) {
-    /// Marks the evaluation finished when dropped, also when it panics.
-    struct Finished<'a>(&'a AtomicBool);
-    impl Drop for Finished<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Release);
-        }
-    }
-    let work = std::sync::Mutex::new(Some(work));
-    let done = AtomicBool::new(false);
-    let progress = AtomicUsize::new(0);
-    rayon::broadcast(|ctx| {
-        if ctx.index() == 0 {
-            let _finished = Finished(&done);
-            let w = work.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(w) = w {
-                w(&progress);
-            }
-        } else {
-            spin_while_progressing(&done, &progress);
-        }
-    });
-}
-
-/// How long a spinning worker waits, with no node finished and no kernel piece offered, before
-/// it stops spinning (see [`run_on_first_worker`]). Nodes of the workloads that gain from
-/// spinning take tens to hundreds of microseconds; a longer single-threaded stretch only loses
-/// the spinning for the rest of its evaluation (later kernel pieces still reach the worker
-/// through rayon's usual wake-up).
-const SPIN_WITHOUT_PROGRESS: std::time::Duration = std::time::Duration::from_millis(2);
-
-/// Run offered kernel pieces until `done`, or until for [`SPIN_WITHOUT_PROGRESS`] neither has
-/// `progress` moved nor was there a piece to run.
-fn spin_while_progressing(done: &AtomicBool, progress: &AtomicUsize) {
-    let mut seen = progress.load(Ordering::Relaxed);
-    let mut since = std::time::Instant::now();
-    let mut idle = 0u32;
-    while !done.load(Ordering::Acquire) {
-        if let Some(rayon::Yield::Executed) = rayon::yield_now() {
-            // a piece of a kernel split over the pool: the evaluation is alive (a single long
-            // product offers pieces round after round without finishing a node)
-            idle = 0;
-            since = std::time::Instant::now();
-            continue;
-        }
-        idle = idle.wrapping_add(1);
-        if !idle.is_multiple_of(64) {
-            std::hint::spin_loop();
-            continue;
-        }
-        let now = progress.load(Ordering::Relaxed);
-        if now != seen {
-            seen = now;
-            since = std::time::Instant::now();
-        } else if since.elapsed() > SPIN_WITHOUT_PROGRESS {
-            return;
-        }
-        // let other runnable threads of the machine have the core now and then
-        std::thread::yield_now();
-    }
+    pool::num_threads() > 1
+        && tape.iter().any(|n| n.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS))
 }
 
 /// Evaluations in progress, on all threads.
 static ACTIVE_EVALS: AtomicUsize = AtomicUsize::new(0);
 
+thread_local! {
+    /// Evaluations in progress on this thread (an evaluation inside a `Call`'s body nests).
+    static EVALS_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Counts one evaluation in progress while it lives.
 ///
-/// Only an evaluation that starts while no other one is in progress may move to a rayon
-/// worker. A worker waiting inside a kernel steals other pool jobs; if one of them were
-/// another thread's evaluation, it could block on a node this worker is computing further up
-/// its own stack and never return. With at most one evaluation on the pool, the jobs a worker
-/// can steal are kernel pieces, which never wait for a node.
+/// Only an evaluation that starts while no other thread's evaluation is in progress walks on
+/// the kernel pool's first worker (the outer evaluations of this thread, if any, are waiting for
+/// this one and hold no walk). Two walks at once would keep two sets of spinning workers and
+/// share one worker thread; one walk at a time also keeps allocation on one thread (see
+/// `pool::run_on_first_worker`). Correctness does not depend on it: a walk never blocks on a node.
 struct ActiveEval {
     alone: bool,
 }
 
 impl ActiveEval {
     fn enter() -> ActiveEval {
-        ActiveEval { alone: ACTIVE_EVALS.fetch_add(1, Ordering::AcqRel) == 0 }
+        let here = EVALS_HERE.with(|e| e.replace(e.get() + 1));
+        ActiveEval { alone: ACTIVE_EVALS.fetch_add(1, Ordering::AcqRel) == here }
     }
 }
 
 impl Drop for ActiveEval {
     fn drop(&mut self) {
+        EVALS_HERE.with(|e| e.set(e.get() - 1));
         ACTIVE_EVALS.fetch_sub(1, Ordering::AcqRel);
     }
 }

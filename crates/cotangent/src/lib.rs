@@ -36,6 +36,17 @@
 //! assert_eq!(batched[0].shape(), &[3, 1]);
 //! # Ok::<(), ct::Error>(())
 //! ```
+//!
+//! # Threads
+//!
+//! Arrays and transformed functions may be used from any thread, also from the tasks of your own
+//! rayon pools (say, a `par_iter` evaluating many functions of one shared lazy array). CPU
+//! kernels that split their work run on cotangent's own thread pool (`cotangent-cpu-N`; its size
+//! is `COTANGENT_NUM_THREADS`, else `RAYON_NUM_THREADS`, else one thread per core), never on
+//! rayon's global pool; a thread that needs such a kernel, or a node another thread is
+//! computing, blocks without running other tasks of its pool meanwhile. A node is computed
+//! once: if its computation fails, also by a panic inside a kernel or a custom function, every
+//! reader of the node, on every thread, gets that same error.
 #![warn(missing_docs)]
 
 pub mod array;

@@ -5,6 +5,7 @@ pub mod elementwise;
 pub mod gather;
 pub mod math;
 pub mod matmul;
+pub(crate) mod pool;
 pub mod random;
 pub mod reduce;
 pub mod strided;

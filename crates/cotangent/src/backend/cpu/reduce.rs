@@ -66,7 +66,7 @@ pub fn reduce_axes<T: BufferElement, A: Copy>(
 
 /// Element count above which row kernels split their rows over rayon's threads. Rows are
 /// independent, so the result never depends on scheduling.
-const ROW_PARALLEL_THRESHOLD: usize = 1 << 15;
+pub(crate) const ROW_PARALLEL_THRESHOLD: usize = 1 << 15;
 
 /// The axes of `shape` reordered so that the `axes` come last (kept axes first, in order).
 pub fn rows_permutation(ndim: usize, axes: &[usize]) -> Vec<usize> {
