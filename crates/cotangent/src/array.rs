@@ -72,14 +72,21 @@ pub(crate) struct Node {
 /// order of creation is a topological order).
 static NEXT_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+thread_local! {
+    /// Nodes created by this thread.
+    static CREATED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 fn next_seq() -> u64 {
+    CREATED_HERE.with(|c| c.set(c.get() + 1));
     NEXT_SEQ.fetch_add(1, Ordering::Relaxed)
 }
 
-/// How many nodes all threads have created so far; the difference of two readings bounds how
-/// many nodes the code run in between built (other threads may add to it).
+/// How many nodes the calling thread has created so far: the difference of two readings is
+/// what the code run in between built on this thread, whatever other threads do meanwhile (so
+/// whether a custom forward is rebuilt lazily does not depend on them).
 pub(crate) fn nodes_created() -> u64 {
-    NEXT_SEQ.load(Ordering::Relaxed)
+    CREATED_HERE.with(|c| c.get())
 }
 
 impl Node {

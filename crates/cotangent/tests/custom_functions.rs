@@ -643,3 +643,44 @@ fn vmap_through_depends_on_batched_values_keeps_unbatched_inputs_computable() {
     let want: Vec<f64> = (0..6).map(|i| 3.0 * [0.5f64, -0.5][i % 2].exp() + (i + 1) as f64).collect();
     assert_close(&vals(&y[0]), &want, 1e-15, "vmap through depends");
 }
+
+/// Whether a custom function's forward is kept or rebuilt lazily depends only on the nodes its
+/// own call builds, not on nodes other threads create meanwhile: with another thread building
+/// graphs flat out, a small rule still runs exactly once per vjp.
+#[test]
+fn laziness_does_not_depend_on_other_threads() {
+    use std::sync::atomic::AtomicBool;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let f = ct::custom_function(|x: &[Array]| vec![x[0].sin()])
+        .vjp(move |p, ct_, _o| {
+            c.fetch_add(1, Ordering::SeqCst);
+            // slow enough that the other thread creates thousands of nodes meanwhile
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            vec![&ct_[0] * p[0].cos()]
+        })
+        .build();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let x = Array::from_slice(&[1.0f32], &[1]);
+            while !stop.load(Ordering::Relaxed) {
+                let mut y = x.clone();
+                for _ in 0..1000 {
+                    y = y.exp();
+                }
+                drop(y);
+            }
+        })
+    };
+    let x = Array::from_slice(&[0.3f64, -0.7], &[2]);
+    for _ in 0..20 {
+        let (_, g) = ct::vjp(f.clone(), &[x.clone()], &[Array::from_slice(&[1.0f64, 1.0], &[2])]).unwrap();
+        let got = g[0].to_vec::<f64>().unwrap();
+        assert!((got[0] - 0.3f64.cos()).abs() < 1e-12 && (got[1] - 0.7f64.cos()).abs() < 1e-12);
+    }
+    stop.store(true, Ordering::Relaxed);
+    busy.join().unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 20, "the vjp rule ran more than once per vjp");
+}

@@ -4,10 +4,10 @@
 //! the CPU. Element-wise ops, casts, reductions, scans, softmax, matmul, gathers, scatter-add,
 //! slice updates, concatenation, summed slices and random sampling run as CUDA kernels.
 //!
-//! Three things fall back to the host (copy the inputs down, run the CPU kernel, copy the result
+//! A few things fall back to the host (copy the inputs down, run the CPU kernel, copy the result
 //! up), so every program that runs on the CPU also runs on a GPU, slower where it falls back:
 //! `scatter` in `Put` mode (the last write must win deterministically, which the atomic kernel
-//! does not promise), integer matmul (cuBLAS multiplies floats), and element-wise ops the CUDA code generator has no snippet for in a
+//! does not promise), integer matmul (cuBLAS multiplies floats), random permutations (a sort), and element-wise ops the CUDA code generator has no snippet for in a
 //! given dtype (the CPU then decides whether the op is defined at all). [`HOST_FALLBACKS`]
 //! counts them, so a test or a profile can see that a program stays on the device.
 use super::{device, elementwise, index, matmul, random, reduce, CudaData};
@@ -191,6 +191,8 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
             }
             one(out)
         }
+        // a permutation sorts random keys: the CPU does it
+        Op::Random(r) if matches!(r.dist, crate::primitives::random::Dist::Permutation(_)) => Ok(None),
         Op::Random(r) => {
             let k = &inputs[0];
             one(random::random(r.dist, data(k)?, k.shape(), &r.shape, r.dtype)?)
