@@ -19,15 +19,16 @@ macro_rules! int_arith {
         #[inline(always)] fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
         #[inline(always)] fn floordiv(self, o: Self) -> Self {
             if o == 0 { return 0; }
+            // `MIN / -1` and `MIN % -1` overflow: wrapping gives MIN and 0, as documented
             let q = self.wrapping_div(o);
             #[allow(unused_comparisons)]
-            if (self % o != 0) && ((self < 0) != (o < 0)) { q - 1 } else { q }
+            if (self.wrapping_rem(o) != 0) && ((self < 0) != (o < 0)) { q.wrapping_sub(1) } else { q }
         }
         #[inline(always)] fn rem(self, o: Self) -> Self {
             if o == 0 { return 0; }
             let r = self.wrapping_rem(o);
             #[allow(unused_comparisons)]
-            if r != 0 && ((r < 0) != (o < 0)) { r + o } else { r }
+            if r != 0 && ((r < 0) != (o < 0)) { r.wrapping_add(o) } else { r }
         }
         #[inline(always)] fn pow(self, o: Self) -> Self {
             #[allow(unused_comparisons)]
