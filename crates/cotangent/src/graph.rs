@@ -140,14 +140,18 @@ fn compute(node: &Arc<Node>) {
                     Op::ToDevice(device) => {
                         vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)?]
                     }
-                    op if node.keeps_inputs() => crate::backend::eval(node.device, op, &inputs, &node.specs)?,
+                    // a kernel's allocation failure names only its size: the node adds its op
+                    // and result (`Error::in_op`)
+                    op if node.keeps_inputs() => crate::backend::eval(node.device, op, &inputs, &node.specs)
+                        .map_err(|e| e.in_op(&**prim, &node.specs[0]))?,
                     op => {
                         // The node lets go of its inputs now rather than after the kernel, and hands
                         // them over, so an input referenced by nothing else can donate its buffer
                         // to the output (and is freed as soon as the kernel is done with it).
                         let owned = std::mem::take(&mut *inputs);
                         drop(inputs);
-                        crate::backend::eval_owned(node.device, op, owned, &node.specs)?
+                        crate::backend::eval_owned(node.device, op, owned, &node.specs)
+                            .map_err(|e| e.in_op(&**prim, &node.specs[0]))?
                     }
                 };
                 if out.len() != node.specs.len() {
