@@ -173,18 +173,40 @@ pub struct Array {
 impl Array {
     // ----- construction -------------------------------------------------------------------
 
+    #[track_caller]
     pub(crate) fn from_data(data: Data, shape: &[usize], dtype: DType) -> Array {
         Array::from_storage(Storage::Cpu(data), shape, dtype)
     }
 
     /// A leaf holding computed `data` (on its device).
+    #[track_caller]
     pub(crate) fn from_storage(data: Storage, shape: &[usize], dtype: DType) -> Array {
+        crate::shape::check_shape(|| "from_data".into(), shape, dtype);
         let node = Node {
             kind: NodeKind::Leaf,
             inputs: Mutex::new(Vec::new()),
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             device: data.device(),
             data: OnceLock::from(Ok(smallvec::smallvec![data])),
+            claimed: AtomicBool::new(true),
+            traces: SmallVec::new(),
+            seq: next_seq(),
+        };
+        Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// An array of `shape` and `dtype` whose computation has already failed with `err`: every
+    /// evaluation or read returns `err` (e.g. an eagerly built constant whose buffer could not
+    /// be allocated).
+    #[track_caller]
+    pub(crate) fn failed(shape: &[usize], dtype: DType, err: Error) -> Array {
+        crate::shape::check_shape(|| "failed".into(), shape, dtype);
+        let node = Node {
+            kind: NodeKind::Leaf,
+            inputs: Mutex::new(Vec::new()),
+            specs: smallvec::smallvec![Spec::new(shape, dtype)],
+            device: crate::backend::default_device(),
+            data: OnceLock::from(Err(err)),
             claimed: AtomicBool::new(true),
             traces: SmallVec::new(),
             seq: next_seq(),
@@ -201,7 +223,9 @@ impl Array {
     }
 
     /// A data-less stand-in of the given shape and dtype (vmap tracing).
+    #[track_caller]
     pub(crate) fn placeholder(shape: &[usize], dtype: DType, token: &Arc<TraceToken>) -> Array {
+        crate::shape::check_shape(|| "placeholder".into(), shape, dtype);
         let node = Node {
             kind: NodeKind::Placeholder,
             inputs: Mutex::new(Vec::new()),
@@ -218,11 +242,19 @@ impl Array {
     /// Build a node applying `prim` to `inputs` with outputs described by `specs`; returns one
     /// array per output.
     ///
+    /// This and [`from_primitive`](Array::from_primitive) are where every op's outputs are
+    /// recorded, so they check that each output can exist: its element count fits `usize` and
+    /// its size in bytes is at most `isize::MAX`. A kernel never sees an impossible shape.
+    ///
     /// # Panics
     /// If the inputs are on different devices (0-d inputs follow the others; see
-    /// [`Array::to_device`]).
+    /// [`Array::to_device`]), or an output's shape is too large for its dtype (the message
+    /// names the primitive, the shape, the dtype and the caller's location).
     #[track_caller]
     pub fn from_primitive_multi(prim: impl Primitive, mut inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
+        for s in &specs {
+            crate::shape::check_shape(|| prim.name(), &s.shape, s.dtype);
+        }
         let device = common_device(&prim, &mut inputs);
         let n = specs.len();
         let node = Arc::new(Node::op(Box::new(prim), inputs, SmallVec::from_vec(specs), device));
@@ -233,9 +265,12 @@ impl Array {
     ///
     /// # Panics
     /// If the inputs are on different devices (0-d inputs follow the others; see
-    /// [`Array::to_device`]).
+    /// [`Array::to_device`]), or `shape` is too large for `dtype`: more than `usize::MAX`
+    /// elements or more than `isize::MAX` bytes (see
+    /// [`from_primitive_multi`](Array::from_primitive_multi)).
     #[track_caller]
     pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
+        crate::shape::check_shape(|| prim.name(), shape, dtype);
         let device = common_device(&prim, &mut inputs);
         let node = Node::op(Box::new(prim), inputs, smallvec::smallvec![Spec::new(shape, dtype)], device);
         Array { node: Arc::new(node), index: 0 }
@@ -244,7 +279,8 @@ impl Array {
     /// An array holding a copy of `data` with the given shape.
     ///
     /// # Panics
-    /// If `data.len()` is not the product of `shape`.
+    /// If `data.len()` is not the product of `shape`, or the shape's element count overflows
+    /// `usize` (or its size in bytes `isize::MAX`).
     #[track_caller]
     pub fn from_slice<T: BufferElement>(data: &[T], shape: &[usize]) -> Array {
         Array::from_vec(data.to_vec(), shape)
@@ -253,9 +289,12 @@ impl Array {
     /// An array taking ownership of `data` with the given shape.
     ///
     /// # Panics
-    /// If `data.len()` is not the product of `shape`.
+    /// If `data.len()` is not the product of `shape`, or the shape's element count overflows
+    /// `usize` (or its size in bytes `isize::MAX`): a product that wraps around is never taken
+    /// for the length.
     #[track_caller]
     pub fn from_vec<T: BufferElement>(data: Vec<T>, shape: &[usize]) -> Array {
+        crate::shape::check_shape(|| "from_vec".into(), shape, T::DTYPE);
         let n = crate::shape::numel(shape);
         assert!(
             data.len() == n,
@@ -269,6 +308,7 @@ impl Array {
     }
 
     /// A 0-dimensional array holding `v`.
+    #[track_caller]
     pub fn scalar<T: BufferElement>(v: T) -> Array {
         Array::from_vec(vec![v], &[])
     }
@@ -435,7 +475,7 @@ impl Array {
         if T::DTYPE != self.dtype() {
             return Err(Error::DTypeMismatch { requested: T::DTYPE, actual: self.dtype() });
         }
-        self.host_copy(|d, shape| d.to_contiguous::<T>(shape).into_owned())
+        self.host_copy(|d, shape| d.try_to_vec::<T>(shape))?
     }
 
     /// The single element of a one-element array (any shape). Asking for a type other than the
@@ -450,12 +490,17 @@ impl Array {
         Ok(self.to_vec::<T>()?[0])
     }
 
-    /// The elements converted to `f64` (any dtype).
+    /// The elements converted to `f64` (any dtype); `Err(Error::OutOfMemory)` when the copy
+    /// cannot be allocated.
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         let dtype = self.dtype();
+        let n = self.size();
         self.host_copy(move |d, shape| {
-            crate::dispatch_dtype!(dtype, T => d.to_contiguous::<T>(shape).iter().map(|v| crate::dtype::Element::to_f64(*v)).collect())
-        })
+            let mut out = crate::backend::cpu::buffer::try_with_capacity::<f64>(n)?;
+            crate::dispatch_dtype!(dtype, T => out.extend(
+                d.try_to_contiguous::<T>(shape)?.iter().map(|v| crate::dtype::Element::to_f64(*v))));
+            Ok(out)
+        })?
     }
 
     /// `copy(data, shape)` of the computed host data, run where a kernel of this size runs

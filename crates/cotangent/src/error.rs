@@ -34,6 +34,19 @@ pub enum Error {
     /// Reading or writing a file failed.
     #[error("i/o error: {0}")]
     Io(String),
+    /// A buffer could not be allocated (the machine has not got the memory, or an allocation
+    /// of that size is refused). Returned by evaluation; the failed array keeps reporting it.
+    #[error("out of memory: {op} (a {dtype} result of shape {shape:?}) could not allocate a buffer of {bytes} bytes")]
+    OutOfMemory {
+        /// The op whose kernel failed to allocate.
+        op: String,
+        /// The shape of the op's result.
+        shape: Vec<usize>,
+        /// The dtype of the op's result.
+        dtype: crate::DType,
+        /// The size of the allocation that failed, in bytes.
+        bytes: usize,
+    },
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -45,5 +58,33 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e.to_string())
+    }
+}
+
+/// The op of an [`Error::OutOfMemory`] before [`Error::in_op`] names it.
+const UNNAMED_OP: &str = "a kernel";
+
+impl Error {
+    /// An [`Error::OutOfMemory`] without its context yet: kernels report only the size that
+    /// failed, and the primitive running them adds its name and result with
+    /// [`Error::in_op`].
+    pub(crate) fn alloc_failed(bytes: usize, dtype: crate::DType) -> Error {
+        Error::OutOfMemory { op: UNNAMED_OP.to_string(), shape: Vec::new(), dtype, bytes }
+    }
+
+    /// This error with the op's name and result spec filled in, when it is an
+    /// [`Error::OutOfMemory`] that has none yet; other errors are returned unchanged.
+    pub(crate) fn in_op(self, op: &dyn crate::primitive::Primitive, out: &crate::primitive::Spec) -> Error {
+        self.in_named_op(|| op.name(), &out.shape, out.dtype)
+    }
+
+    /// [`Error::in_op`] with the op's name (formatted only when used) and result given apart.
+    pub(crate) fn in_named_op(self, op: impl FnOnce() -> String, shape: &[usize], dtype: crate::DType) -> Error {
+        match self {
+            Error::OutOfMemory { op: name, bytes, .. } if name == UNNAMED_OP => {
+                Error::OutOfMemory { op: op(), shape: shape.to_vec(), dtype, bytes }
+            }
+            e => e,
+        }
     }
 }

@@ -233,7 +233,10 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
                 drop(inputs);
                 pool::run_kernel(place, may_split, move || {
                     let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
+                    // a kernel's allocation failure names only its size: the node adds its op
+                    // and result (`Error::in_op`)
                     crate::backend::eval(owner.device, prim.op(), &inputs_now, &owner.specs)
+                        .map_err(|e| e.in_op(&**prim, &owner.specs[0]))
                 })?
             } else {
                 // The node lets go of its inputs now rather than after the kernel, and hands
@@ -244,6 +247,7 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
                 pool::run_kernel(place, may_split, move || {
                     let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
                     crate::backend::eval_owned(owner.device, prim.op(), owned, &owner.specs)
+                        .map_err(|e| e.in_op(&**prim, &owner.specs[0]))
                 })?
             }
         }

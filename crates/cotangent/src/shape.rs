@@ -7,9 +7,86 @@ pub type Shape = SmallVec<[usize; 4]>;
 pub type Strides = SmallVec<[isize; 4]>;
 
 /// Number of elements of a shape.
+///
+/// Every array's shape has passed [`check_shape`], so its element count fits; the product is
+/// still checked, so a shape that never became an array (a user's argument) cannot wrap
+/// around to a small count.
+///
+/// # Panics
+/// If the product overflows `usize`.
 #[inline]
+#[track_caller]
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    match checked_numel(shape) {
+        Some(n) => n,
+        None => panic!("cotangent: the element count of shape {shape:?} overflows usize"),
+    }
+}
+
+/// Number of elements of a shape, or `None` when the product overflows `usize`.
+#[inline]
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// Why a shape cannot be the shape of an array of `dtype`, or `None` when it can.
+///
+/// An array's element count times the element size must be at most `isize::MAX` bytes (what
+/// Rust allows for one allocation, so every element offset and byte offset fits an `isize`),
+/// and so must the extents' product with zero extents counted as 1, which bounds the strides of
+/// an empty array of that shape.
+pub fn shape_problem(shape: &[usize], dtype: crate::DType) -> Option<String> {
+    let size = dtype.size_of();
+    let mut bytes = size; // numel × size so far; 0 once an extent is 0
+    let mut extent = 1usize; // product of max(d, 1)
+    let mut overflow = false;
+    for &d in shape {
+        match (bytes.checked_mul(d), extent.checked_mul(d.max(1))) {
+            (Some(b), Some(e)) if b <= isize::MAX as usize && e <= isize::MAX as usize => {
+                bytes = b;
+                extent = e;
+            }
+            _ => {
+                overflow = true;
+                break;
+            }
+        }
+    }
+    if !overflow {
+        return None;
+    }
+    Some(match checked_numel(shape) {
+        None => "its element count overflows usize".to_string(),
+        Some(0) => "its extents' product (zero extents counted as 1) exceeds isize::MAX".to_string(),
+        Some(n) => match n.checked_mul(size) {
+            Some(b) => format!("{n} elements of {size} bytes are {b} bytes, more than isize::MAX"),
+            None => format!("{n} elements of {size} bytes are more than usize::MAX bytes"),
+        },
+    })
+}
+
+/// Checks that an array of `shape` and `dtype` can exist (see [`shape_problem`]).
+///
+/// # Panics
+/// If it cannot: a misuse of op `op` (its name is only formatted then), reported with the
+/// shape, the dtype and the caller's location.
+#[inline]
+#[track_caller]
+pub fn check_shape(op: impl FnOnce() -> String, shape: &[usize], dtype: crate::DType) {
+    // fast path: few small extents cannot overflow (each < 2^16, at most 3 of them: < 2^48 × 8)
+    if shape.len() <= 3 && shape.iter().all(|&d| d < 1 << 16) {
+        return;
+    }
+    if let Some(why) = shape_problem(shape, dtype) {
+        shape_panic(&op(), shape, dtype, &why, std::panic::Location::caller());
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn shape_panic(op: &str, shape: &[usize], dtype: crate::DType, why: &str, at: &std::panic::Location<'_>) -> ! {
+    panic!("cotangent::{op}: an array of shape {shape:?} and dtype {dtype} is too large: {why} (called at {at})")
 }
 
 /// Row-major (C order) strides of a contiguous array of this shape.

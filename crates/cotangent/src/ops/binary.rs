@@ -56,8 +56,10 @@ binary_ops! {
     /// Element-wise true division `a / b` (integers divide in `f32`).
     divide => Divide,
     /// Element-wise floor division (rounds toward negative infinity, as Python's `//`).
+    /// Integers wrap (`i32::MIN // -1 == i32::MIN`) and `x // 0 == 0`; nothing panics.
     floor_divide => FloorDivide,
-    /// Element-wise remainder with the sign of the divisor (Python's `%`).
+    /// Element-wise remainder with the sign of the divisor (Python's `%`). Integers never
+    /// panic: `i32::MIN % -1 == 0` and `x % 0 == 0`.
     remainder => Remainder,
     /// Element-wise `a ^ b`.
     power => Power,

@@ -47,47 +47,84 @@ pub fn full_like(x: &Array, v: f64) -> Array {
     scalar_f64(v, x.dtype()).to_device(x.device()).broadcast_to(x.shape())
 }
 
+/// An array of `shape` whose element `i` (row-major) is `f(i)`, built now.
+///
+/// Sizes follow one rule for every constructor that materialises its values (`arange`,
+/// `linspace`, `eye`, `tri`): a shape that cannot be an array at all (element count over
+/// `usize::MAX`, or more than `isize::MAX` bytes) is a misuse and panics here; a
+/// representable shape whose buffer cannot be allocated gives an array that fails to
+/// evaluate with [`Error::OutOfMemory`](crate::Error::OutOfMemory), as a kernel's output would.
+#[track_caller]
+fn materialise<T: BufferElement>(op: &'static str, shape: &[usize], mut f: impl FnMut(usize) -> T) -> Array {
+    crate::shape::check_shape(|| op.into(), shape, T::DTYPE);
+    let n = crate::shape::numel(shape);
+    match crate::backend::cpu::buffer::try_with_capacity::<T>(n) {
+        Ok(mut v) => {
+            v.extend((0..n).map(&mut f));
+            Array::from_vec(v, shape)
+        }
+        Err(e) => Array::failed(shape, T::DTYPE, e.in_named_op(|| op.into(), shape, T::DTYPE)),
+    }
+}
+
 /// `start, start + step, ...` up to (not including) `stop`, as numpy's `arange`.
 ///
+/// The values are computed now. A count that fits an array but not in memory gives an array
+/// whose evaluation returns [`Error::OutOfMemory`](crate::Error::OutOfMemory).
+///
 /// # Panics
-/// If `step` is zero.
+/// If `step` is zero, the count is not a number (`start` or `stop` infinite or NaN), or the
+/// count cannot be an array's length at all (more than `usize::MAX` elements or
+/// `isize::MAX` bytes of `dtype`, e.g. `arange(0.0, 1e30, 1.0, F32)`).
 #[track_caller]
 pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Array {
     assert!(step != 0.0, "cotangent::arange: step must not be zero");
-    let n = ((stop - start) / step).ceil().max(0.0) as usize;
-    crate::dispatch_dtype!(dtype, T => Array::from_vec(
-        (0..n).map(|i| <T as Element>::from_f64(start + i as f64 * step)).collect::<Vec<T>>(), &[n]))
+    let count = ((stop - start) / step).ceil().max(0.0);
+    assert!(
+        !count.is_nan() && count < usize::MAX as f64,
+        "cotangent::arange: the element count of arange({start}, {stop}, {step}) is {count}, not a valid length \
+         (called at {})",
+        std::panic::Location::caller()
+    );
+    let n = count as usize;
+    crate::dispatch_dtype!(dtype, T => materialise::<T>("arange", &[n], |i| <T as Element>::from_f64(start + i as f64 * step)))
 }
 
 /// `num` evenly spaced values from `start` to `stop` inclusive, as numpy's `linspace`.
+///
+/// # Panics
+/// If `num` elements of `dtype` are more than `isize::MAX` bytes. Like [`arange`], a count
+/// that fits but cannot be allocated gives an array that fails to evaluate.
+#[track_caller]
 pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Array {
     let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
-    crate::dispatch_dtype!(dtype, T => Array::from_vec(
-        (0..num).map(|i| <T as Element>::from_f64(if i + 1 == num && num > 1 { stop } else { start + i as f64 * step }))
-            .collect::<Vec<T>>(), &[num]))
+    crate::dispatch_dtype!(dtype, T => materialise::<T>("linspace", &[num], |i| {
+        <T as Element>::from_f64(if i + 1 == num && num > 1 { stop } else { start + i as f64 * step })
+    }))
 }
 
 /// An `n × m` matrix with ones on diagonal `k` (0 = main, positive above) and zeros elsewhere.
+///
+/// # Panics
+/// If `n × m` elements of `dtype` cannot be an array (see [`arange`] for the size rule).
+#[track_caller]
 pub fn eye(n: usize, m: usize, k: isize, dtype: DType) -> Array {
-    mask(n, m, dtype, |i, j| j as isize - i as isize == k)
+    mask("eye", n, m, dtype, |i, j| j as isize - i as isize == k)
 }
 
 /// An `n × m` matrix with ones on and below diagonal `k`, as numpy's `tri`.
+///
+/// # Panics
+/// If `n × m` elements of `dtype` cannot be an array (see [`arange`] for the size rule).
+#[track_caller]
 pub fn tri(n: usize, m: usize, k: isize, dtype: DType) -> Array {
-    mask(n, m, dtype, |i, j| j as isize - i as isize <= k)
+    mask("tri", n, m, dtype, |i, j| j as isize - i as isize <= k)
 }
 
-fn mask(n: usize, m: usize, dtype: DType, f: impl Fn(usize, usize) -> bool) -> Array {
-    fn build<T: BufferElement>(n: usize, m: usize, f: impl Fn(usize, usize) -> bool) -> Array {
-        let mut v = Vec::with_capacity(n * m);
-        for i in 0..n {
-            for j in 0..m {
-                v.push(T::from_f64(f(i, j) as u8 as f64));
-            }
-        }
-        Array::from_vec(v, &[n, m])
-    }
-    crate::dispatch_dtype!(dtype, T => build::<T>(n, m, f))
+#[track_caller]
+fn mask(op: &'static str, n: usize, m: usize, dtype: DType, f: impl Fn(usize, usize) -> bool) -> Array {
+    // `m > 0` whenever `i` is computed (no element otherwise)
+    crate::dispatch_dtype!(dtype, T => materialise::<T>(op, &[n, m], |i| T::from_f64(f(i / m, i % m) as u8 as f64)))
 }
 
 /// The lower triangle (on and below diagonal `k`) of the last two axes; zeros elsewhere.

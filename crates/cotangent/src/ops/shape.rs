@@ -17,7 +17,13 @@ impl Array {
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {
         let n = self.size();
-        let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+        let known = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| k.checked_mul(d as usize));
+        let Some(known) = known else {
+            panic!(
+                "cotangent::reshape: cannot reshape {:?} to {shape:?}: the element count of the target overflows usize",
+                self.shape()
+            )
+        };
         let holes = shape.iter().filter(|&&d| d < 0).count();
         assert!(
             holes <= 1 && shape.iter().all(|&d| d >= -1),
@@ -38,6 +44,7 @@ impl Array {
                 }
             })
             .collect();
+        crate::shape::check_shape(|| "reshape".into(), &target, self.dtype());
         assert!(
             numel(&target) == n,
             "cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}",
@@ -52,6 +59,7 @@ impl Array {
         if self.shape() == shape {
             return self.clone();
         }
+        crate::shape::check_shape(|| "reshape".into(), shape, self.dtype());
         assert!(numel(shape) == self.size(), "cotangent::reshape: cannot reshape {:?} to {shape:?}", self.shape());
         Array::from_primitive(Reshape(Shape::from_slice(shape)), vec![self.clone()], shape, self.dtype())
     }
@@ -123,6 +131,7 @@ impl Array {
         }
         let ok = broadcast_shapes(self.shape(), shape).map(|s| s.as_slice() == shape).unwrap_or(false);
         assert!(ok, "cotangent::broadcast_to: cannot broadcast {:?} to {shape:?}", self.shape());
+        crate::shape::check_shape(|| "broadcast_to".into(), shape, self.dtype());
         Array::from_primitive(Broadcast(Shape::from_slice(shape)), vec![self.clone()], shape, self.dtype())
     }
 
@@ -284,12 +293,22 @@ pub(crate) fn slice_update_raw(base: &Array, update: &Array, starts: &[usize], s
 }
 
 /// Build a [`Concatenate`] node over arrays of one dtype (a single input is returned as is).
+///
+/// # Panics
+/// If the joined extent overflows `usize` or the result is too large (see
+/// [`check_shape`](crate::shape::check_shape)).
+#[track_caller]
 pub(crate) fn concatenate_raw(xs: &[Array], axis: usize) -> Array {
     if xs.len() == 1 {
         return xs[0].clone();
     }
     let mut shape = Shape::from_slice(xs[0].shape());
-    shape[axis] = xs.iter().map(|x| x.shape()[axis]).sum();
+    let joined = xs.iter().try_fold(0usize, |n, x| n.checked_add(x.shape()[axis]));
+    shape[axis] = joined.unwrap_or_else(|| {
+        let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
+        panic!("cotangent::concatenate: the joined extent of axis {axis} of shapes {shapes:?} overflows usize")
+    });
+    crate::shape::check_shape(|| "concatenate".into(), &shape, xs[0].dtype());
     Array::from_primitive(Concatenate(axis), xs.to_vec(), &shape, xs[0].dtype())
 }
 
@@ -516,7 +535,15 @@ impl Array {
         if (0..nd).all(|i| w(i) == (0, 0)) {
             return self.clone();
         }
-        let shape: Vec<usize> = (0..nd).map(|i| self.shape()[i] + w(i).0 + w(i).1).collect();
+        let shape: Vec<usize> = (0..nd)
+            .map(|i| {
+                let (b, a) = w(i);
+                self.shape()[i].checked_add(b).and_then(|d| d.checked_add(a)).unwrap_or_else(|| {
+                    panic!("cotangent::pad: padding axis {i} of shape {:?} by ({b}, {a}) overflows usize", self.shape())
+                })
+            })
+            .collect();
+        crate::shape::check_shape(|| "pad".into(), &shape, self.dtype());
         let starts: Vec<usize> = (0..nd).map(|i| w(i).0).collect();
         let base = crate::ops::full(&shape, value, self.dtype());
         if self.size() == 0 {
@@ -541,7 +568,16 @@ impl Array {
         // [d0, d1, ..] -> [1, d0, 1, d1, ..] -> broadcast [r0, d0, r1, d1, ..] -> [r0*d0, ..]
         let inter: Vec<usize> = xs.iter().flat_map(|&d| [1, d]).collect();
         let big: Vec<usize> = xs.iter().zip(&rs).flat_map(|(&d, &r)| [r, d]).collect();
-        let out: Vec<usize> = xs.iter().zip(&rs).map(|(&d, &r)| d * r).collect();
+        let out: Vec<usize> = xs
+            .iter()
+            .zip(&rs)
+            .map(|(&d, &r)| {
+                d.checked_mul(r).unwrap_or_else(|| {
+                    panic!("cotangent::tile: tiling shape {:?} by {reps:?} overflows usize", self.shape())
+                })
+            })
+            .collect();
+        crate::shape::check_shape(|| "tile".into(), &out, self.dtype());
         x.reshape_exact(&inter).broadcast_to(&big).reshape_exact(&out)
     }
 
@@ -561,7 +597,10 @@ impl Array {
         let mut big = x.shape().to_vec();
         big[a + 1] = repeats;
         let mut out = self.shape().to_vec();
-        out[a] *= repeats;
+        out[a] = out[a].checked_mul(repeats).unwrap_or_else(|| {
+            panic!("cotangent::repeat: repeating axis {a} of shape {:?} {repeats} times overflows usize", self.shape())
+        });
+        crate::shape::check_shape(|| "repeat".into(), &out, self.dtype());
         x.broadcast_to(&big).reshape_exact(&out)
     }
 
@@ -619,6 +658,9 @@ pub fn stack(xs: &[Array], axis: isize) -> Array {
     assert!(xs.iter().all(|x| x.shape() == xs[0].shape()), "cotangent::stack: shapes {shapes:?} differ");
     let nd = xs[0].ndim() + 1;
     let a = axis_for("stack", axis, xs[0].shape(), nd);
+    let mut out = xs[0].shape().to_vec();
+    out.insert(a, xs.len());
+    crate::shape::check_shape(|| "stack".into(), &out, xs[0].dtype());
     let ex: Vec<Array> = xs.iter().map(|x| x.expand_dims(&[a as isize])).collect();
     concatenate(&ex, a as isize)
 }

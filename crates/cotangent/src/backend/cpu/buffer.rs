@@ -1,8 +1,70 @@
 //! Typed host buffers and the strided view of one array over a buffer.
 use crate::dtype::{DType, Element};
 use crate::shape::{contiguous_strides, Strides};
+use crate::Result;
 use half::{bf16, f16};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+// ----- fallible allocation ------------------------------------------------------------------
+//
+// Every kernel output buffer is allocated here (or through `elementwise::new_vec_with`, which
+// calls `try_with_capacity`), fallibly: a buffer that cannot be had becomes an
+// `Error::OutOfMemory` returned by `eval`, instead of the process aborting in `vec!`.
+
+/// Buffers at least this large are also checked against [`memory_limit`] (smaller ones only
+/// by the allocator).
+const LIMIT_CHECK_BYTES: usize = 1 << 30;
+
+/// The size no single buffer may reach: the machine's RAM plus swap where the OS says (Linux,
+/// `/proc/meminfo`), else unlimited.
+///
+/// A buffer that large can never be filled, but with memory overcommit (Linux's
+/// `vm.overcommit_memory = 1`) the allocator hands it out anyway and the process is killed
+/// when the kernel touches the pages. Checking first turns that into an `Err`.
+pub fn memory_limit() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let Ok(info) = std::fs::read_to_string("/proc/meminfo") else { return usize::MAX };
+        let kib = |key: &str| -> Option<usize> {
+            let line = info.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+        };
+        match (kib("MemTotal:"), kib("SwapTotal:")) {
+            (Some(m), s) => m.saturating_add(s.unwrap_or(0)).saturating_mul(1024),
+            _ => usize::MAX,
+        }
+    })
+}
+
+/// An empty vector with room for exactly `len` elements, or [`Error::OutOfMemory`]
+/// (`crate::Error`) when the memory cannot be had: more than [`memory_limit`], or refused by
+/// the allocator.
+#[inline]
+pub fn try_with_capacity<T: BufferElement>(len: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    if bytes >= LIMIT_CHECK_BYTES && bytes > memory_limit() {
+        return Err(crate::Error::alloc_failed(bytes, T::DTYPE));
+    }
+    v.try_reserve_exact(len).map_err(|_| crate::Error::alloc_failed(bytes, T::DTYPE))?;
+    Ok(v)
+}
+
+/// `len` copies of `x` (fallible `vec![x; len]`, see [`try_with_capacity`]).
+#[inline]
+pub fn try_filled<T: BufferElement>(x: T, len: usize) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(len)?;
+    v.resize(len, x);
+    Ok(v)
+}
+
+/// A copy of `src` (fallible `src.to_vec()`, see [`try_with_capacity`]).
+#[inline]
+pub fn try_to_vec<T: BufferElement>(src: &[T]) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(src.len())?;
+    v.extend_from_slice(src);
+    Ok(v)
+}
 
 /// A typed, contiguous host buffer.
 #[derive(Debug, Clone)]
@@ -87,9 +149,9 @@ impl Buffer {
         T::slice(self)
             .unwrap_or_else(|| panic!("cotangent internal error: buffer of {} read as {}", self.dtype(), T::DTYPE))
     }
-    /// A buffer of `n` copies of `v`.
-    pub fn filled<T: BufferElement>(v: T, n: usize) -> Buffer {
-        T::into_buffer(vec![v; n])
+    /// A buffer of `n` copies of `v`, or [`crate::Error::OutOfMemory`].
+    pub fn filled<T: BufferElement>(v: T, n: usize) -> Result<Buffer> {
+        Ok(T::into_buffer(try_filled(v, n)?))
     }
 }
 
@@ -127,17 +189,32 @@ impl Data {
         }
     }
     /// The elements in row-major order, copied only when the view is strided.
+    ///
+    /// # Panics
+    /// If the copy cannot be allocated (reading data for the user; kernels use
+    /// [`Data::try_to_contiguous`]).
     pub fn to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> std::borrow::Cow<'_, [T]> {
+        self.try_to_contiguous(shape).unwrap_or_else(|e| panic!("cotangent: {e}"))
+    }
+    /// The elements in row-major order as an owned vector, or [`crate::Error::OutOfMemory`].
+    pub fn try_to_vec<T: BufferElement>(&self, shape: &[usize]) -> Result<Vec<T>> {
+        match self.try_to_contiguous(shape)? {
+            std::borrow::Cow::Borrowed(s) => try_to_vec(s),
+            std::borrow::Cow::Owned(v) => Ok(v),
+        }
+    }
+    /// [`Data::to_contiguous`] whose copy is allocated fallibly ([`crate::Error::OutOfMemory`]).
+    pub fn try_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Result<std::borrow::Cow<'_, [T]>> {
         if let Some(s) = self.contiguous_slice(shape) {
-            return std::borrow::Cow::Borrowed(s);
+            return Ok(std::borrow::Cow::Borrowed(s));
         }
         let src = self.buf.as_slice::<T>();
         let nd = shape.len();
         if nd >= 2 && self.strides[nd - 2] == 1 && self.strides[nd - 1] > 1 && shape[nd - 2] > 1 && !shape.contains(&0)
         {
-            return std::borrow::Cow::Owned(self.transposed_to_contiguous(shape));
+            return Ok(std::borrow::Cow::Owned(self.transposed_to_contiguous(shape)?));
         }
-        let mut out = Vec::with_capacity(crate::shape::numel(shape));
+        let mut out = try_with_capacity(crate::shape::numel(shape))?;
         super::strided::for_each_row(shape, [&self.strides], [self.offset as isize], |[o], n, [s]| {
             if s == 1 {
                 out.extend_from_slice(&src[o as usize..o as usize + n]);
@@ -147,13 +224,13 @@ impl Data {
                 }
             }
         });
-        std::borrow::Cow::Owned(out)
+        Ok(std::borrow::Cow::Owned(out))
     }
     /// [`Data::to_contiguous`] of a view whose last two axes are transposed (the second-to-last
     /// has stride 1, the last a larger positive one), copied by [`super::transpose`] (square
     /// tiles, in registers where the CPU allows). Bands of output rows are copied in parallel
     /// for large matrices.
-    fn transposed_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Vec<T> {
+    fn transposed_to_contiguous<T: BufferElement>(&self, shape: &[usize]) -> Result<Vec<T>> {
         use rayon::prelude::*;
         const TILE: usize = 16;
         let nd = shape.len();
@@ -161,7 +238,7 @@ impl Data {
         let col_stride = self.strides[nd - 1] as usize;
         let src = self.buf.as_slice::<T>();
         let total = crate::shape::numel(shape);
-        let mut out: Vec<T> = Vec::with_capacity(total);
+        let mut out: Vec<T> = try_with_capacity(total)?;
         let dst = &mut out.spare_capacity_mut()[..total];
         let mut start = 0;
         let mut one_matrix = |base: isize| {
@@ -195,7 +272,7 @@ impl Data {
         assert_eq!(start, total, "every matrix of the batch is copied");
         // SAFETY: the loops above wrote all `total` elements (every (i, j) of every matrix).
         unsafe { out.set_len(total) };
-        out
+        Ok(out)
     }
     /// Whether this view's buffer is referenced by nobody else, is dense, and covers the whole
     /// buffer — i.e. an element-wise kernel may write its result into it.

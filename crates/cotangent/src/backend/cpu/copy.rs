@@ -1,20 +1,26 @@
 //! Copy kernels: concatenation along an axis and strided writes into a dense buffer (the
 //! kernel behind slice updates and padding).
-use super::buffer::{BufferElement, Data};
+use super::buffer::{try_with_capacity, BufferElement, Data};
 use super::strided::for_each_row;
 use crate::shape::numel;
 
 /// Concatenate the (possibly strided) `parts` along `axis` into a dense buffer of `out_shape`.
-/// Every part has `out_shape` except along `axis`.
-pub fn concatenate<T: BufferElement>(parts: &[(&Data, &[usize])], axis: usize, out_shape: &[usize]) -> Vec<T> {
+/// Every part has `out_shape` except along `axis`. `Err(Error::OutOfMemory)` when the output
+/// (or a dense copy of a part) cannot be allocated.
+pub fn concatenate<T: BufferElement>(
+    parts: &[(&Data, &[usize])],
+    axis: usize,
+    out_shape: &[usize],
+) -> crate::Result<Vec<T>> {
     let n = numel(out_shape);
-    let mut out = Vec::with_capacity(n);
+    let mut out = try_with_capacity(n)?;
     if n == 0 {
-        return out;
+        return Ok(out);
     }
     let outer: usize = numel(&out_shape[..axis]);
     let inner: usize = numel(&out_shape[axis + 1..]);
-    let dense: Vec<std::borrow::Cow<'_, [T]>> = parts.iter().map(|(d, s)| d.to_contiguous::<T>(s)).collect();
+    let dense: Vec<std::borrow::Cow<'_, [T]>> =
+        parts.iter().map(|(d, s)| d.try_to_contiguous::<T>(s)).collect::<crate::Result<_>>()?;
     for o in 0..outer {
         for (p, (_, s)) in dense.iter().zip(parts) {
             let chunk = s[axis] * inner;
@@ -22,7 +28,7 @@ pub fn concatenate<T: BufferElement>(parts: &[(&Data, &[usize])], axis: usize, o
         }
     }
     debug_assert_eq!(out.len(), n);
-    out
+    Ok(out)
 }
 
 /// Combine the elements of `src` (a strided view of shape `shape`) into `out` at the positions

@@ -1,8 +1,9 @@
 //! Element-wise kernels: unary maps and broadcasting binary/ternary maps over strided views,
 //! with contiguous and scalar fast paths, split over rayon above a size threshold.
-use super::buffer::{BufferElement, Data};
+use super::buffer::{try_filled, try_with_capacity, BufferElement, Data};
 use super::strided::for_each_row;
 use crate::shape::Strides;
+use crate::Result;
 use rayon::prelude::*;
 
 /// Element count above which element-wise kernels split work over rayon's threads.
@@ -24,15 +25,16 @@ pub fn broadcast_strides(in_shape: &[usize], in_strides: &[isize], out_shape: &[
 /// [`CHUNK`] elements (in parallel at or above [`PARALLEL_THRESHOLD`], else one call for all).
 ///
 /// The buffer is not zeroed first (that saves a pass over the output, a third of the traffic of
-/// a large memory-bound kernel).
+/// a large memory-bound kernel). It is allocated fallibly: `Err(Error::OutOfMemory)` when the
+/// memory cannot be had (`fill` is then not called).
 ///
 /// # Safety
 /// `fill` must write every element of each chunk it is handed (`chunk[i]` is element
 /// `start + i`); the result is read as `len` initialised values.
-pub unsafe fn new_vec_with<U: Copy + Send + Sync>(
+pub unsafe fn new_vec_with<U: BufferElement>(
     len: usize,
     fill: impl Fn(usize, &mut [std::mem::MaybeUninit<U>]) + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     // SAFETY: the caller's promise is `new_vec_in_chunks`'s.
     unsafe { new_vec_in_chunks(len, CHUNK, fill) }
 }
@@ -41,29 +43,30 @@ pub unsafe fn new_vec_with<U: Copy + Send + Sync>(
 ///
 /// # Safety
 /// As [`new_vec_with`].
-unsafe fn new_vec_in_chunks<U: Copy + Send + Sync>(
+unsafe fn new_vec_in_chunks<U: BufferElement>(
     len: usize,
     chunk: usize,
     fill: impl Fn(usize, &mut [std::mem::MaybeUninit<U>]) + Sync + Send,
-) -> Vec<U> {
-    let mut out: Vec<std::mem::MaybeUninit<U>> = Vec::with_capacity(len);
-    // SAFETY: `MaybeUninit` elements need no initialisation; the capacity is `len`.
-    unsafe { out.set_len(len) };
+) -> Result<Vec<U>> {
+    let mut out = try_with_capacity::<U>(len)?;
+    let dst = &mut out.spare_capacity_mut()[..len];
     if len >= PARALLEL_THRESHOLD {
-        out.par_chunks_mut(chunk).enumerate().for_each(|(c, o)| fill(c * chunk, o));
+        dst.par_chunks_mut(chunk).enumerate().for_each(|(c, o)| fill(c * chunk, o));
     } else {
-        fill(0, &mut out);
+        fill(0, dst);
     }
-    let mut out = std::mem::ManuallyDrop::new(out);
-    // SAFETY: `fill` wrote every element (the caller's promise), so all `len` elements are initialised
-    // `U`s; `MaybeUninit<U>` has the size and alignment of `U`, and the allocation, length and
-    // capacity are the original vector's, whose ownership moves to the new one.
-    unsafe { Vec::from_raw_parts(out.as_mut_ptr() as *mut U, len, out.capacity()) }
+    // SAFETY: `fill` wrote every element of `dst`, the first `len` elements of the capacity
+    // (the caller's promise), so they are initialised `U`s.
+    unsafe { out.set_len(len) };
+    Ok(out)
 }
 
 /// Map a contiguous slice into a new vector, in parallel for large inputs.
 #[inline]
-pub fn map_slice<T: Copy + Send + Sync, U: Copy + Send + Sync>(src: &[T], f: impl Fn(T) -> U + Sync + Send) -> Vec<U> {
+pub fn map_slice<T: Copy + Send + Sync, U: BufferElement>(
+    src: &[T],
+    f: impl Fn(T) -> U + Sync + Send,
+) -> Result<Vec<U>> {
     // SAFETY: each chunk of the output is zipped with the source elements at the same positions,
     // and the source has exactly `len` elements, so every output element is written.
     unsafe {
@@ -79,11 +82,11 @@ pub fn map_slice<T: Copy + Send + Sync, U: Copy + Send + Sync>(src: &[T], f: imp
 /// by-value argument of the loop (not captured by reference), so the loop keeps it in a register
 /// and vectorises.
 #[inline]
-fn map_slice_scalar<T: Copy + Send + Sync, U: Copy + Send + Sync>(
+fn map_slice_scalar<T: Copy + Send + Sync, U: BufferElement>(
     src: &[T],
     y: T,
     f: impl Fn(T, T) -> U + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     #[inline(always)]
     fn run<T: Copy, U: Copy>(out: &mut [std::mem::MaybeUninit<U>], src: &[T], y: T, f: &impl Fn(T, T) -> U) {
         for (o, &s) in out.iter_mut().zip(src) {
@@ -94,26 +97,28 @@ fn map_slice_scalar<T: Copy + Send + Sync, U: Copy + Send + Sync>(
     unsafe { new_vec_with(src.len(), |start, out| run(out, &src[start..], y, &f)) }
 }
 
-/// Apply `f` to every element of a (possibly strided) input; the result is contiguous.
+/// Apply `f` to every element of a (possibly strided) input; the result is contiguous
+/// (`Err(Error::OutOfMemory)` when it cannot be allocated).
 pub fn unary_map<T: BufferElement, U: BufferElement>(
     x: &Data,
     shape: &[usize],
     f: impl Fn(T) -> U + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     if let Some(s) = x.contiguous_slice::<T>(shape) {
         return map_slice(s, f);
     }
     let src = x.buf.as_slice::<T>();
-    let mut out = Vec::with_capacity(crate::shape::numel(shape));
+    let mut out = try_with_capacity(crate::shape::numel(shape))?;
     for_each_row(shape, [&x.strides], [x.offset as isize], |[o], n, [s]| {
         for i in 0..n as isize {
             out.push(f(src[(o + i * s) as usize]));
         }
     });
-    out
+    Ok(out)
 }
 
-/// Apply `f` element-wise to two inputs broadcast to `out_shape`; the result is contiguous.
+/// Apply `f` element-wise to two inputs broadcast to `out_shape`; the result is contiguous
+/// (`Err(Error::OutOfMemory)` when it cannot be allocated).
 pub fn binary_map<T: BufferElement, U: BufferElement>(
     a: &Data,
     a_shape: &[usize],
@@ -121,7 +126,7 @@ pub fn binary_map<T: BufferElement, U: BufferElement>(
     b_shape: &[usize],
     out_shape: &[usize],
     f: impl Fn(T, T) -> U + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     let n = crate::shape::numel(out_shape);
     let an = crate::shape::numel(a_shape);
     let bn = crate::shape::numel(b_shape);
@@ -224,7 +229,7 @@ fn binary_rows<T: BufferElement, U: BufferElement>(
     (xb, bst, ob): RowOperand<'_, T>,
     out_shape: &[usize],
     f: impl Fn(T, T) -> U + Sync + Send,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     let nd = out_shape.len();
     let cols = out_shape[nd - 1];
     let n = crate::shape::numel(out_shape);
@@ -259,14 +264,14 @@ pub fn ternary_map<A: BufferElement, T: BufferElement, U: BufferElement>(
     c: (&Data, &[usize]),
     out_shape: &[usize],
     f: impl Fn(A, T, T) -> U,
-) -> Vec<U> {
+) -> Result<Vec<U>> {
     let ast = broadcast_strides(a.1, &a.0.strides, out_shape);
     let bst = broadcast_strides(b.1, &b.0.strides, out_shape);
     let cst = broadcast_strides(c.1, &c.0.strides, out_shape);
     let xa = a.0.buf.as_slice::<A>();
     let xb = b.0.buf.as_slice::<T>();
     let xc = c.0.buf.as_slice::<T>();
-    let mut out = Vec::with_capacity(crate::shape::numel(out_shape));
+    let mut out = try_with_capacity(crate::shape::numel(out_shape))?;
     for_each_row(
         out_shape,
         [&ast, &bst, &cst],
@@ -277,7 +282,7 @@ pub fn ternary_map<A: BufferElement, T: BufferElement, U: BufferElement>(
             }
         },
     );
-    out
+    Ok(out)
 }
 
 // ----- buffer donation ----------------------------------------------------------------------
@@ -365,14 +370,14 @@ pub fn map_into<S: BufferElement, U: Copy + Send + Sync>(
 
 /// `f` applied to every element of `x` (shape `shape`); the result is written into `x`'s buffer
 /// when it is owned (donated), else into a new one.
-pub fn unary_apply<T: BufferElement>(x: Operand, shape: &[usize], f: impl Fn(T) -> T + Sync + Send) -> Data {
-    match x.donated::<T>(shape) {
+pub fn unary_apply<T: BufferElement>(x: Operand, shape: &[usize], f: impl Fn(T) -> T + Sync + Send) -> Result<Data> {
+    Ok(match x.donated::<T>(shape) {
         Ok(mut d) => {
             map_in_place(d.unique_slice_mut::<T>(shape).expect("checked by donated"), f);
             dense(d, shape)
         }
-        Err(x) => Data::from_vec(unary_map::<T, T>(x.data(), shape, f), shape),
-    }
+        Err(x) => Data::from_vec(unary_map::<T, T>(x.data(), shape, f)?, shape),
+    })
 }
 
 /// Like [`unary_apply`] with a slice kernel: `f(src, dst)` writes `dst[i] = g(src[i])` and
@@ -385,7 +390,7 @@ pub fn unary_apply_slices<T: BufferElement>(
     shape: &[usize],
     f: impl Fn(&[T], &mut [T]) + Sync + Send,
     f_in_place: impl Fn(&mut [T]) + Sync + Send,
-) -> Data {
+) -> Result<Data> {
     let in_place = |v: &mut [T]| {
         if v.len() >= PARALLEL_THRESHOLD {
             v.par_chunks_mut(CHUNK).for_each(&f_in_place);
@@ -393,14 +398,14 @@ pub fn unary_apply_slices<T: BufferElement>(
             f_in_place(v);
         }
     };
-    match x.donated::<T>(shape) {
+    Ok(match x.donated::<T>(shape) {
         Ok(mut d) => {
             in_place(d.unique_slice_mut::<T>(shape).expect("checked by donated"));
             dense(d, shape)
         }
         Err(x) => match x.data().contiguous_slice::<T>(shape) {
             Some(s) => {
-                let mut out = vec![T::default(); s.len()];
+                let mut out = try_filled(T::default(), s.len())?;
                 if s.len() >= PARALLEL_THRESHOLD {
                     out.par_chunks_mut(CHUNK).zip(s.par_chunks(CHUNK)).for_each(|(o, s)| f(s, o));
                 } else {
@@ -409,12 +414,12 @@ pub fn unary_apply_slices<T: BufferElement>(
                 Data::from_vec(out, shape)
             }
             None => {
-                let mut v = x.data().to_contiguous::<T>(shape).into_owned();
+                let mut v = x.data().try_to_vec::<T>(shape)?;
                 in_place(&mut v);
                 Data::from_vec(v, shape)
             }
         },
-    }
+    })
 }
 
 /// `f` of every element of `src` (shape `shape`, type `S`), written into `dst` when it is an
@@ -424,12 +429,12 @@ pub fn convert_into<S: BufferElement, U: BufferElement>(
     shape: &[usize],
     dst: Option<Operand>,
     f: impl Fn(S) -> U + Sync + Send,
-) -> Data {
+) -> Result<Data> {
     if let Some(Ok(mut d)) = dst.map(|d| d.donated::<U>(shape)) {
         map_into(src, shape, d.unique_slice_mut::<U>(shape).expect("checked by donated"), f);
-        return dense(d, shape);
+        return Ok(dense(d, shape));
     }
-    Data::from_vec(unary_map::<S, U>(src, shape, f), shape)
+    Ok(Data::from_vec(unary_map::<S, U>(src, shape, f)?, shape))
 }
 
 /// `dst[i] = f(dst[i], other[i])` for a dense `dst` of `out_shape` and a view `other` of
@@ -496,7 +501,7 @@ pub fn binary_apply<T: BufferElement>(
     b: (Operand, &[usize]),
     out_shape: &[usize],
     f: impl Fn(T, T) -> T + Sync + Send,
-) -> Data {
+) -> Result<Data> {
     let n = crate::shape::numel(out_shape);
     let ((a, a_shape), (b, b_shape)) = (a, b);
     // An input with the output's element count broadcasts without repeating anything, so its
@@ -505,7 +510,7 @@ pub fn binary_apply<T: BufferElement>(
     let a = match a {
         Ok(mut d) => {
             zip_in_place(d.unique_slice_mut::<T>(a_shape).expect("checked"), b.data(), b_shape, out_shape, f);
-            return dense(d, out_shape);
+            return Ok(dense(d, out_shape));
         }
         Err(a) => a,
     };
@@ -515,9 +520,11 @@ pub fn binary_apply<T: BufferElement>(
             zip_in_place(d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape, out_shape, |y, x| {
                 f(x, y)
             });
-            dense(d, out_shape)
+            Ok(dense(d, out_shape))
         }
-        Err(b) => Data::from_vec(binary_map::<T, T>(a.data(), a_shape, b.data(), b_shape, out_shape, f), out_shape),
+        Err(b) => {
+            Ok(Data::from_vec(binary_map::<T, T>(a.data(), a_shape, b.data(), b_shape, out_shape, f)?, out_shape))
+        }
     }
 }
 
@@ -528,7 +535,7 @@ pub fn select_apply<T: BufferElement>(
     a: (Operand, &[usize]),
     b: (Operand, &[usize]),
     out_shape: &[usize],
-) -> Data {
+) -> Result<Data> {
     let n = crate::shape::numel(out_shape);
     let ((a, a_shape), (b, b_shape)) = (a, b);
     let pick = |keep_dst_when: bool, dst: &mut [T], other: &Data, other_shape: &[usize]| {
@@ -556,7 +563,7 @@ pub fn select_apply<T: BufferElement>(
     let a = match a {
         Ok(mut d) => {
             pick(true, d.unique_slice_mut::<T>(a_shape).expect("checked"), b.data(), b_shape);
-            return dense(d, out_shape);
+            return Ok(dense(d, out_shape));
         }
         Err(a) => a,
     };
@@ -564,19 +571,17 @@ pub fn select_apply<T: BufferElement>(
     match b {
         Ok(mut d) => {
             pick(false, d.unique_slice_mut::<T>(b_shape).expect("checked"), a.data(), a_shape);
-            dense(d, out_shape)
+            Ok(dense(d, out_shape))
         }
-        Err(b) => {
-            Data::from_vec(
-                ternary_map::<bool, T, T>(cond, (a.data(), a_shape), (b.data(), b_shape), out_shape, |c, x, y| {
-                    if c {
-                        x
-                    } else {
-                        y
-                    }
-                }),
-                out_shape,
-            )
-        }
+        Err(b) => Ok(Data::from_vec(
+            ternary_map::<bool, T, T>(cond, (a.data(), a_shape), (b.data(), b_shape), out_shape, |c, x, y| {
+                if c {
+                    x
+                } else {
+                    y
+                }
+            })?,
+            out_shape,
+        )),
     }
 }

@@ -61,26 +61,27 @@ fn wrap(k: i64, n: usize) -> Option<usize> {
     }
 }
 
-fn range_error(op: &str, k: i64, axis: usize, n: usize) -> String {
-    format!("{op}: index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})")
+fn range_error(op: &str, k: i64, axis: usize, n: usize) -> crate::Error {
+    crate::Error::Eval(format!("{op}: index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})"))
 }
 
 /// `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along `axis`; `idx` has `x`'s rank and the same
-/// extents on every other axis. The result is contiguous in `idx_shape`.
+/// extents on every other axis. The result is contiguous in `idx_shape`. An index out of range, or an output that
+/// cannot be allocated, is an `Err`.
 pub fn gather_along_axis<T: BufferElement, I: BufferElement>(
     x: &Data,
     x_shape: &[usize],
     idx: &Data,
     idx_shape: &[usize],
     axis: usize,
-) -> Result<Vec<T>, String> {
+) -> crate::Result<Vec<T>> {
     let n = x_shape[axis];
     let xs = x.buf.as_slice::<T>();
     let is = idx.buf.as_slice::<I>();
     let ax_stride = x.strides[axis];
     let mut xstr: Strides = x.strides.clone();
     xstr[axis] = 0;
-    let mut out = Vec::with_capacity(crate::shape::numel(idx_shape));
+    let mut out = super::buffer::try_with_capacity(crate::shape::numel(idx_shape))?;
     let mut bad: Option<i64> = None;
     for_each_row(
         idx_shape,
@@ -117,9 +118,9 @@ pub fn scatter_along_axis<T: BufferElement, I: BufferElement>(
     updates: &Data,
     axis: usize,
     combine: impl Fn(T, T) -> T,
-) -> Result<Vec<T>, String> {
+) -> crate::Result<Vec<T>> {
     let n = x_shape[axis];
-    let mut out = x.to_contiguous::<T>(x_shape).into_owned();
+    let mut out = x.try_to_vec::<T>(x_shape)?;
     let is = idx.buf.as_slice::<I>();
     let us = updates.buf.as_slice::<T>();
     let mut ostr = contiguous_strides(x_shape);

@@ -23,9 +23,9 @@
 //! many small products in a batch are instead spread over rayon one matrix per task. `gemm`
 //! splits work over output tiles, never over the contracted axis, so every output element is
 //! summed in the same order whatever the number of threads: results are bit-identical.
-use super::buffer::{BufferElement, Data};
+use super::buffer::{try_filled, try_with_capacity, BufferElement, Data};
 use super::elementwise::broadcast_strides;
-use crate::DType;
+use crate::{DType, Result};
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -86,23 +86,31 @@ fn gemm_friendly(rows: usize, cols: usize, rs: isize, cs: isize) -> bool {
 
 /// Product of `a` (`[..., m, k]`) and `b` (`[..., k, n]`) into a dense array of `out_shape`
 /// (`[broadcast batch..., m, n]`). Both operands have dtype `dtype` and at least two axes.
-pub fn matmul(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize], dtype: DType) -> Data {
-    match dtype {
-        DType::F32 => Data::from_vec(matmul_typed::<f32>(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::F64 => Data::from_vec(matmul_typed::<f64>(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::F16 => Data::from_vec(matmul_typed::<f16>(a, a_shape, b, b_shape, out_shape), out_shape),
+/// `Err(Error::OutOfMemory)` when the output (or a copy of an operand) cannot be allocated.
+pub fn matmul(
+    a: &Data,
+    a_shape: &[usize],
+    b: &Data,
+    b_shape: &[usize],
+    out_shape: &[usize],
+    dtype: DType,
+) -> Result<Data> {
+    Ok(match dtype {
+        DType::F32 => Data::from_vec(matmul_typed::<f32>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::F64 => Data::from_vec(matmul_typed::<f64>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::F16 => Data::from_vec(matmul_typed::<f16>(a, a_shape, b, b_shape, out_shape)?, out_shape),
         DType::BF16 => {
-            let wa = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(a, a_shape, bf16::to_f32), a_shape);
-            let wb = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(b, b_shape, bf16::to_f32), b_shape);
-            let r = matmul_typed::<f32>(&wa, a_shape, &wb, b_shape, out_shape);
-            Data::from_vec(r.into_iter().map(bf16::from_f32).collect::<Vec<_>>(), out_shape)
+            let wa = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(a, a_shape, bf16::to_f32)?, a_shape);
+            let wb = Data::from_vec(super::elementwise::unary_map::<bf16, f32>(b, b_shape, bf16::to_f32)?, b_shape);
+            let r = Data::from_vec(matmul_typed::<f32>(&wa, a_shape, &wb, b_shape, out_shape)?, out_shape);
+            Data::from_vec(super::elementwise::unary_map::<f32, bf16>(&r, out_shape, bf16::from_f32)?, out_shape)
         }
-        DType::Bool => Data::from_vec(matmul_bool(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::U8 => Data::from_vec(matmul_int::<u8>(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::U32 => Data::from_vec(matmul_int::<u32>(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::I32 => Data::from_vec(matmul_int::<i32>(a, a_shape, b, b_shape, out_shape), out_shape),
-        DType::I64 => Data::from_vec(matmul_int::<i64>(a, a_shape, b, b_shape, out_shape), out_shape),
-    }
+        DType::Bool => Data::from_vec(matmul_bool(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::U8 => Data::from_vec(matmul_int::<u8>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::U32 => Data::from_vec(matmul_int::<u32>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::I32 => Data::from_vec(matmul_int::<i32>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+        DType::I64 => Data::from_vec(matmul_int::<i64>(a, a_shape, b, b_shape, out_shape)?, out_shape),
+    })
 }
 
 fn geometry(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Geometry {
@@ -171,13 +179,13 @@ impl GemmFloat for f16 {
 }
 
 /// Copy a view to a dense buffer when its matrix strides are unsuitable for `gemm`.
-fn friendly<'a, T: BufferElement>(d: &'a Data, shape: &[usize]) -> std::borrow::Cow<'a, Data> {
+fn friendly<'a, T: BufferElement>(d: &'a Data, shape: &[usize]) -> Result<std::borrow::Cow<'a, Data>> {
     let n = shape.len();
-    if gemm_friendly(shape[n - 2], shape[n - 1], d.strides[n - 2], d.strides[n - 1]) {
+    Ok(if gemm_friendly(shape[n - 2], shape[n - 1], d.strides[n - 2], d.strides[n - 1]) {
         std::borrow::Cow::Borrowed(d)
     } else {
-        std::borrow::Cow::Owned(Data::from_vec(d.to_contiguous::<T>(shape).into_owned(), shape))
-    }
+        std::borrow::Cow::Owned(Data::from_vec(d.try_to_vec::<T>(shape)?, shape))
+    })
 }
 
 /// Whether the right operand is stored column-major (a transposed view, as in the backward
@@ -193,26 +201,32 @@ fn column_major_rhs_worth_copying(b: &Data, b_shape: &[usize], a_shape: &[usize]
     b.strides[nb - 2] == 1 && b.strides[nb - 1] != 1 && n > 1 && m >= 64 && m * n * k >= GEMM_PARALLEL_FLOPS
 }
 
-fn matmul_typed<T: GemmFloat>(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<T> {
+fn matmul_typed<T: GemmFloat>(
+    a: &Data,
+    a_shape: &[usize],
+    b: &Data,
+    b_shape: &[usize],
+    out_shape: &[usize],
+) -> Result<Vec<T>> {
     let total = crate::shape::numel(out_shape);
-    let a = friendly::<T>(a, a_shape);
+    let a = friendly::<T>(a, a_shape)?;
     let b = if column_major_rhs_worth_copying(b, b_shape, a_shape) {
-        std::borrow::Cow::Owned(Data::from_vec(b.to_contiguous::<T>(b_shape).into_owned(), b_shape))
+        std::borrow::Cow::Owned(Data::from_vec(b.try_to_vec::<T>(b_shape)?, b_shape))
     } else {
-        friendly::<T>(b, b_shape)
+        friendly::<T>(b, b_shape)?
     };
     let g = geometry(&a, a_shape, &b, b_shape, out_shape);
     if total == 0 || g.k == 0 {
-        return vec![T::ZERO; total];
+        return try_filled(T::ZERO, total);
     }
     // Both the plain loop and `gemm` (with `read_dst = false`) overwrite every output element,
     // so the output is not zeroed first (for the backward products of a dense layer that saves
     // a pass over 1-2 MB).
-    let mut out: Vec<T> = Vec::with_capacity(total);
+    let mut out: Vec<T> = try_with_capacity(total)?;
     products_into(&mut out.spare_capacity_mut()[..total], &a, &b, &g);
     // SAFETY: `products_into` wrote all `total` elements (every m×n matrix of the batch).
     unsafe { out.set_len(total) };
-    out
+    Ok(out)
 }
 
 /// Every batch element's product written into `out` (`batch * m * n` elements, each written).
@@ -392,12 +406,12 @@ fn matmul_int<T: BufferElement>(
     b: &Data,
     b_shape: &[usize],
     out_shape: &[usize],
-) -> Vec<T> {
+) -> Result<Vec<T>> {
     let g = geometry(a, a_shape, b, b_shape, out_shape);
     let total = crate::shape::numel(out_shape);
-    let mut out = vec![T::from_i64(0); total];
+    let mut out = try_filled(T::from_i64(0), total)?;
     if total == 0 || g.k == 0 {
-        return out;
+        return Ok(out);
     }
     let (sa, sb) = (a.buf.as_slice::<T>(), b.buf.as_slice::<T>());
     let mn = g.m * g.n;
@@ -418,15 +432,15 @@ fn matmul_int<T: BufferElement>(
             }
         }
     }
-    out
+    Ok(out)
 }
 
-fn matmul_bool(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Vec<bool> {
+fn matmul_bool(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_shape: &[usize]) -> Result<Vec<bool>> {
     let g = geometry(a, a_shape, b, b_shape, out_shape);
     let total = crate::shape::numel(out_shape);
-    let mut out = vec![false; total];
+    let mut out = try_filled(false, total)?;
     if total == 0 || g.k == 0 {
-        return out;
+        return Ok(out);
     }
     let (sa, sb) = (a.buf.as_slice::<bool>(), b.buf.as_slice::<bool>());
     let mn = g.m * g.n;
@@ -443,5 +457,5 @@ fn matmul_bool(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_sha
             }
         }
     }
-    out
+    Ok(out)
 }

@@ -19,15 +19,16 @@ macro_rules! int_arith {
         #[inline(always)] fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
         #[inline(always)] fn floordiv(self, o: Self) -> Self {
             if o == 0 { return 0; }
+            // `MIN / -1` and `MIN % -1` overflow: wrapping gives MIN and 0, as documented
             let q = self.wrapping_div(o);
             #[allow(unused_comparisons)]
-            if (self % o != 0) && ((self < 0) != (o < 0)) { q - 1 } else { q }
+            if (self.wrapping_rem(o) != 0) && ((self < 0) != (o < 0)) { q.wrapping_sub(1) } else { q }
         }
         #[inline(always)] fn rem(self, o: Self) -> Self {
             if o == 0 { return 0; }
             let r = self.wrapping_rem(o);
             #[allow(unused_comparisons)]
-            if r != 0 && ((r < 0) != (o < 0)) { r + o } else { r }
+            if r != 0 && ((r < 0) != (o < 0)) { r.wrapping_add(o) } else { r }
         }
         #[inline(always)] fn pow(self, o: Self) -> Self {
             #[allow(unused_comparisons)]
@@ -52,19 +53,19 @@ fn extremum_share<T: Float>(wins: bool, ties: bool) -> T {
     }
 }
 
-fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
+fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
     use BinaryOp::*;
     macro_rules! m {
         ($f:expr) => {
-            binary_apply::<T>(a, b, out, $f)
+            binary_apply::<T>(a, b, out, $f)?
         };
     }
     macro_rules! c {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f), out)
+            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f)?, out)
         };
     }
-    match op {
+    Ok(match op {
         Add => m!(|x, y| x + y),
         Subtract => m!(|x, y| x - y),
         Multiply => m!(|x, y| x * y),
@@ -124,7 +125,7 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Data {
         GreaterEqual => c!(|x, y| x >= y),
         LogicalAnd => c!(|x, y| x != T::ZERO && y != T::ZERO),
         LogicalOr => c!(|x, y| x != T::ZERO || y != T::ZERO),
-    }
+    })
 }
 
 /// Integer arithmetic used by the integer kernels (wrapping, Python-style floor division and
@@ -143,12 +144,12 @@ fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<
     use BinaryOp::*;
     macro_rules! m {
         ($f:expr) => {
-            binary_apply::<T>(a, b, out, $f)
+            binary_apply::<T>(a, b, out, $f)?
         };
     }
     macro_rules! c {
         ($f:expr) => {
-            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f), out)
+            Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f)?, out)
         };
     }
     Ok(match op {
@@ -178,7 +179,7 @@ fn bool_kernel(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
     use BinaryOp::*;
     macro_rules! c {
         ($f:expr) => {
-            binary_apply::<bool>(a, b, out, $f)
+            binary_apply::<bool>(a, b, out, $f)?
         };
     }
     Ok(match op {
@@ -194,8 +195,8 @@ fn bool_kernel(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
     })
 }
 
-fn widen<H: BufferElement>(d: &Data, shape: &[usize], to: impl Fn(H) -> f32 + Sync + Send) -> Data {
-    Data::from_vec(unary_map::<H, f32>(d, shape, to), shape)
+fn widen<H: BufferElement>(d: &Data, shape: &[usize], to: impl Fn(H) -> f32 + Sync + Send) -> Result<Data> {
+    Ok(Data::from_vec(unary_map::<H, f32>(d, shape, to)?, shape))
 }
 
 /// An `f32` result converted back to half precision, into `dst` when it is an owned buffer that
@@ -205,10 +206,10 @@ fn narrow<H: BufferElement>(
     shape: &[usize],
     dst: Option<Operand>,
     from: impl Fn(f32) -> H + Sync + Send,
-) -> Data {
+) -> Result<Data> {
     match d.buf.dtype() {
         DType::F32 => convert_into::<f32, H>(&d, shape, dst, from),
-        _ => d,
+        _ => Ok(d),
     }
 }
 
@@ -218,10 +219,10 @@ impl Binary {
     fn run(&self, a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
         let op = self.0;
         Ok(match dtype {
-            DType::F32 => float_kernel::<f32>(op, a, b, out),
-            DType::F64 => float_kernel::<f64>(op, a, b, out),
-            DType::F16 => half::<f16>(op, a, b, out, f16::to_f32, f16::from_f32),
-            DType::BF16 => half::<bf16>(op, a, b, out, bf16::to_f32, bf16::from_f32),
+            DType::F32 => float_kernel::<f32>(op, a, b, out)?,
+            DType::F64 => float_kernel::<f64>(op, a, b, out)?,
+            DType::F16 => half::<f16>(op, a, b, out, f16::to_f32, f16::from_f32)?,
+            DType::BF16 => half::<bf16>(op, a, b, out, bf16::to_f32, bf16::from_f32)?,
             DType::U8 => int_kernel::<u8>(op, a, b, out)?,
             DType::U32 => int_kernel::<u32>(op, a, b, out)?,
             DType::I32 => int_kernel::<i32>(op, a, b, out)?,
@@ -240,9 +241,9 @@ fn half<H: BufferElement>(
     out: &[usize],
     to: impl Fn(H) -> f32 + Sync + Send + Copy,
     from: impl Fn(f32) -> H + Sync + Send,
-) -> Data {
-    let (wa, wb) = (widen::<H>(a.0.data(), a.1, to), widen::<H>(b.0.data(), b.1, to));
-    let r = float_kernel::<f32>(op, (Operand::Owned(wa), a.1), (Operand::View(&wb), b.1), out);
+) -> Result<Data> {
+    let (wa, wb) = (widen::<H>(a.0.data(), a.1, to)?, widen::<H>(b.0.data(), b.1, to)?);
+    let r = float_kernel::<f32>(op, (Operand::Owned(wa), a.1), (Operand::View(&wb), b.1), out)?;
     let dst = match (a.0, b.0) {
         (Operand::Owned(d), _) if crate::shape::numel(a.1) == crate::shape::numel(out) => Some(dense(d, out)),
         (_, Operand::Owned(d)) if crate::shape::numel(b.1) == crate::shape::numel(out) => Some(dense(d, out)),
@@ -251,7 +252,7 @@ fn half<H: BufferElement>(
     narrow::<H>(r, out, dst.map(Operand::Owned), from)
 }
 
-fn select_kernel(cond: (&Data, &[usize]), a: In, b: In, dtype: DType, out: &[usize]) -> Data {
+fn select_kernel(cond: (&Data, &[usize]), a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
     crate::dispatch_dtype!(dtype, T => select_apply::<T>(cond, a, b, out))
 }
 
@@ -311,7 +312,7 @@ impl CpuKernel for Select {
             (Operand::View(db), b.shape()),
             a.dtype(),
             &outputs[0].shape,
-        )])
+        )?])
     }
 
     fn eval_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
@@ -327,6 +328,6 @@ impl CpuKernel for Select {
             (ib, b.shape()),
             a.dtype(),
             &out.shape,
-        )])
+        )?])
     }
 }

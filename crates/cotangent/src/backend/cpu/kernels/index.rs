@@ -43,8 +43,7 @@ fn scatter_kernel<T: ScatterElement, I: crate::backend::cpu::buffer::BufferEleme
     let v = match mode {
         ScatterMode::Put => scatter_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), du, axis, |_, u| u),
         ScatterMode::Add => scatter_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), du, axis, T::accumulate),
-    }
-    .map_err(Error::Eval)?;
+    }?;
     Ok(Data::from_vec(v, x.shape()))
 }
 
@@ -54,8 +53,7 @@ impl CpuKernel for TakeAlongAxis {
         let (dx, di) = (x.computed_data()?, idx.computed_data()?);
         let d = dispatch_index!(idx.dtype(), I => crate::dispatch_dtype!(x.dtype(), T =>
             gather_along_axis::<T, I>(dx, x.shape(), di, idx.shape(), self.axis)
-                .map(|v| Data::from_vec(v, idx.shape()))))
-        .map_err(Error::Eval)?;
+                .map(|v| Data::from_vec(v, idx.shape()))))?;
         Ok(vec![d])
     }
 }

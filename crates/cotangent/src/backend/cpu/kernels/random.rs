@@ -9,10 +9,10 @@ use crate::{Array, DType, Error, Result};
 use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::random::*;
-fn sample<T: BufferElement>(n: usize, f: impl Fn(u64) -> T + Sync + Send) -> Vec<T> {
-    let mut v = vec![T::default(); n];
+fn sample<T: BufferElement>(n: usize, f: impl Fn(u64) -> T + Sync + Send) -> Result<Vec<T>> {
+    let mut v = crate::backend::cpu::buffer::try_filled(T::default(), n)?;
     fill(&mut v, f);
-    v
+    Ok(v)
 }
 
 /// Convert `v` to `T` and keep it in `[lo, hi)` (the conversion may round up to `hi`).
@@ -41,8 +41,8 @@ impl RandomSample {
         let unit = move |i: u64| if wide { unit_f64(key, i) } else { unit_f32(key, i) };
         let bad = || Error::Eval(format!("random: {:?} cannot produce {}", self.dist, dt));
         Ok(match self.dist {
-            Dist::Bits => Data::from_vec(sample::<u32>(n, |i| bits32(key, i)), shape),
-            Dist::Split(_) => Data::from_vec(sample::<u32>(n, |e| block(key, e / 2)[(e % 2) as usize]), shape),
+            Dist::Bits => Data::from_vec(sample::<u32>(n, |i| bits32(key, i))?, shape),
+            Dist::Split(_) => Data::from_vec(sample::<u32>(n, |e| block(key, e / 2)[(e % 2) as usize])?, shape),
             Dist::FoldIn(d) => Data::from_vec(block(key, d as u64).to_vec(), shape),
             Dist::Permutation(len) => {
                 let mut idx: Vec<(u64, usize)> = (0..len).map(|i| (bits64(key, i as u64), i)).collect();
@@ -57,14 +57,14 @@ impl RandomSample {
                 let span = (hi as i128 - lo as i128).max(1) as u128;
                 crate::dispatch_dtype!(dt, T => Data::from_vec(sample::<T>(n, |i| {
                     T::from_i64((lo as i128 + (bits64(key, i) as u128 % span) as i128) as i64)
-                }), shape))
+                })?, shape))
             }
             Dist::Uniform { lo, hi } => {
                 if !dt.is_float() {
                     return Err(bad());
                 }
                 crate::dispatch_dtype!(dt, T => Data::from_vec(
-                    sample::<T>(n, |i| in_range::<T>(lo + (hi - lo) * unit(i), lo, hi)), shape))
+                    sample::<T>(n, |i| in_range::<T>(lo + (hi - lo) * unit(i), lo, hi))?, shape))
             }
             Dist::Normal => {
                 if !dt.is_float() {
@@ -75,7 +75,7 @@ impl RandomSample {
                     let u = lo + (1.0 - lo) * unit(i);
                     let z = if wide { erfinv(u) } else { erfinv_fast(u) };
                     T::from_f64(std::f64::consts::SQRT_2 * z)
-                }), shape))
+                })?, shape))
             }
             Dist::TruncatedNormal { lo, hi } => {
                 if !dt.is_float() {
@@ -87,7 +87,7 @@ impl RandomSample {
                     let u = a + (b - a) * unit(i);
                     let z = s2 * if wide { erfinv(u) } else { erfinv_fast(u) };
                     T::from_f64(z.clamp(lo, hi))
-                }), shape))
+                })?, shape))
             }
             Dist::Gumbel => {
                 if !dt.is_float() {
@@ -95,7 +95,7 @@ impl RandomSample {
                 }
                 let tiny = if wide { f64::MIN_POSITIVE } else { f32::MIN_POSITIVE as f64 };
                 crate::dispatch_dtype!(dt, T => Data::from_vec(
-                    sample::<T>(n, |i| T::from_f64(-(-(unit(i).max(tiny)).ln()).ln())), shape))
+                    sample::<T>(n, |i| T::from_f64(-(-(unit(i).max(tiny)).ln()).ln()))?, shape))
             }
         })
     }
@@ -116,7 +116,7 @@ impl CpuKernel for RandomSample {
         let out = &outputs[0];
         let parts: Vec<Data> = keys.chunks(2).map(|kw| self.draw_one([kw[0], kw[1]], n)).collect::<Result<_>>()?;
         Ok(vec![crate::dispatch_dtype!(out.dtype, T => {
-            let mut v: Vec<T> = Vec::with_capacity(crate::shape::numel(&out.shape));
+            let mut v: Vec<T> = crate::backend::cpu::buffer::try_with_capacity(crate::shape::numel(&out.shape))?;
             for p in &parts {
                 v.extend_from_slice(p.buf.as_slice::<T>());
             }

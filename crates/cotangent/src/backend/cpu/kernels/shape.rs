@@ -9,7 +9,7 @@ use crate::primitives::shape::*;
 /// Copy a strided view into a new dense buffer.
 pub(crate) fn dense_copy(x: &Array) -> Result<Data> {
     let d = x.computed_data()?;
-    Ok(crate::dispatch_dtype!(x.dtype(), T => Data::from_vec(d.to_contiguous::<T>(x.shape()).into_owned(), x.shape())))
+    Ok(crate::dispatch_dtype!(x.dtype(), T => Data::from_vec(d.try_to_vec::<T>(x.shape())?, x.shape())))
 }
 
 /// Offset and strides, in a contiguous array of `shape`, of the region starting at `starts`
@@ -27,7 +27,7 @@ fn slice_update_kernel<T: crate::backend::cpu::buffer::BufferElement>(
     steps: &[isize],
 ) -> Result<Data> {
     let shape = base.shape();
-    let mut out: Vec<T> = base.computed_data()?.to_contiguous::<T>(shape).into_owned();
+    let mut out: Vec<T> = base.computed_data()?.try_to_vec::<T>(shape)?;
     let (offset, strides) = region_layout(shape, starts, steps);
     crate::backend::cpu::copy::scatter_strided(&mut out, offset, &strides, update.computed_data()?, update.shape());
     Ok(Data::from_vec(out, shape))
@@ -38,7 +38,7 @@ fn scatter_slices_kernel<T: crate::backend::cpu::buffer::BufferElement + std::op
     regions: &[(Vec<usize>, Vec<isize>)],
     updates: &[Array],
 ) -> Result<Data> {
-    let mut out = vec![T::default(); crate::shape::numel(shape)];
+    let mut out = crate::backend::cpu::buffer::try_filled(T::default(), crate::shape::numel(shape))?;
     for ((starts, steps), u) in regions.iter().zip(updates) {
         let (offset, strides) = region_layout(shape, starts, steps);
         crate::backend::cpu::copy::scatter_add_strided(&mut out, offset, &strides, u.computed_data()?, u.shape());
@@ -114,8 +114,8 @@ impl CpuKernel for Concatenate {
             parts.push((x.computed_data()?, x.shape()));
         }
         let out = &outputs[0].shape;
-        Ok(vec![crate::dispatch_dtype!(dtype, T => Data::from_vec(
-            crate::backend::cpu::copy::concatenate::<T>(&parts, self.0, out), out))])
+        Ok(vec![crate::dispatch_dtype!(dtype, T => crate::backend::cpu::copy::concatenate::<T>(&parts, self.0, out)
+            .map(|v| Data::from_vec(v, out)))?])
     }
 }
 

@@ -1,5 +1,5 @@
 //! CPU kernels of the unary primitives (see `crate::primitives::unary` for their rules).
-use crate::backend::cpu::buffer::BufferElement;
+use crate::backend::cpu::buffer::{try_filled, BufferElement};
 use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_apply_slices, unary_map, Operand};
 use crate::backend::cpu::math::{erf, erf_single, erfinv, Float};
 use crate::backend::cpu::vmath;
@@ -23,7 +23,7 @@ fn vector_func(op: UnaryOp) -> Option<vmath::Func> {
     })
 }
 
-fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
+fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Result<Data> {
     use UnaryOp::*;
     if T::DTYPE == DType::F32 {
         if let Some(f) = vector_func(op) {
@@ -79,7 +79,7 @@ fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Data {
     }
 }
 
-fn float_predicate<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Vec<bool> {
+fn float_predicate<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Result<Vec<bool>> {
     match op {
         UnaryOp::IsNan => unary_map::<T, bool>(x, shape, |v| v.is_nan()),
         UnaryOp::IsInf => unary_map::<T, bool>(x, shape, |v| v.is_infinite()),
@@ -94,11 +94,11 @@ where
 {
     use UnaryOp::*;
     Ok(match op {
-        Neg => unary_apply::<T>(x, shape, |v| v.wrapping_neg()),
-        Abs => unary_apply::<T>(x, shape, |v| v.abs_int()),
-        Sign => unary_apply::<T>(x, shape, |v| v.sign_int()),
-        Square => unary_apply::<T>(x, shape, |v| v.wrapping_mul(v)),
-        Floor | Ceil | Round => unary_apply::<T>(x, shape, |v| v),
+        Neg => unary_apply::<T>(x, shape, |v| v.wrapping_neg())?,
+        Abs => unary_apply::<T>(x, shape, |v| v.abs_int())?,
+        Sign => unary_apply::<T>(x, shape, |v| v.sign_int())?,
+        Square => unary_apply::<T>(x, shape, |v| v.wrapping_mul(v))?,
+        Floor | Ceil | Round => unary_apply::<T>(x, shape, |v| v)?,
         _ => return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE))),
     })
 }
@@ -139,10 +139,10 @@ fn via_f32<H: BufferElement>(
     shape: &[usize],
     to: impl Fn(H) -> f32 + Sync + Send,
     from: impl Fn(f32) -> H + Sync + Send,
-    k: impl FnOnce(Operand, &[usize]) -> Data,
-) -> Data {
-    let wide = Data::from_vec(unary_map::<H, f32>(x.data(), shape, to), shape);
-    let r = k(Operand::Owned(wide), shape);
+    k: impl FnOnce(Operand, &[usize]) -> Result<Data>,
+) -> Result<Data> {
+    let wide = Data::from_vec(unary_map::<H, f32>(x.data(), shape, to)?, shape);
+    let r = k(Operand::Owned(wide), shape)?;
     convert_into::<f32, H>(&r, shape, Some(x), from)
 }
 
@@ -154,7 +154,7 @@ impl Unary {
         let out_shape = &outputs[0].shape;
         let d = x.data();
         Ok(if op == UnaryOp::LogicalNot {
-            unary_apply::<bool>(x, out_shape, |v| !v)
+            unary_apply::<bool>(x, out_shape, |v| !v)?
         } else if matches!(op, UnaryOp::IsNan | UnaryOp::IsInf) {
             let v = match dtype {
                 DType::F32 => float_predicate::<f32>(op, d, shape),
@@ -173,18 +173,18 @@ impl Unary {
                         |v| if op == UnaryOp::IsNan { v.is_nan() } else { v.is_infinite() },
                     )
                 }
-                _ => vec![false; crate::shape::numel(shape)],
+                _ => try_filled(false, crate::shape::numel(shape)),
             };
-            Data::from_vec(v, out_shape)
+            Data::from_vec(v?, out_shape)
         } else {
             match dtype {
-                DType::F32 => float_kernel::<f32>(op, x, shape),
-                DType::F64 => float_kernel::<f64>(op, x, shape),
+                DType::F32 => float_kernel::<f32>(op, x, shape)?,
+                DType::F64 => float_kernel::<f64>(op, x, shape)?,
                 DType::F16 => {
-                    via_f32::<f16>(x, shape, f16::to_f32, f16::from_f32, |w, s| float_kernel::<f32>(op, w, s))
+                    via_f32::<f16>(x, shape, f16::to_f32, f16::from_f32, |w, s| float_kernel::<f32>(op, w, s))?
                 }
                 DType::BF16 => {
-                    via_f32::<bf16>(x, shape, bf16::to_f32, bf16::from_f32, |w, s| float_kernel::<f32>(op, w, s))
+                    via_f32::<bf16>(x, shape, bf16::to_f32, bf16::from_f32, |w, s| float_kernel::<f32>(op, w, s))?
                 }
                 DType::U8 => int_kernel::<u8>(op, x, shape)?,
                 DType::U32 => int_kernel::<u32>(op, x, shape)?,
@@ -196,17 +196,17 @@ impl Unary {
     }
 }
 
-fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Data {
+fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Result<Data> {
     use crate::dtype::Element;
     crate::dispatch_dtype!(from, S => crate::dispatch_dtype!(to, D => {
         let v: Vec<D> = if to == DType::Bool {
-            unary_map::<S, D>(d, shape, |x| D::from_f64((x.to_f64() != 0.0) as u8 as f64))
+            unary_map::<S, D>(d, shape, |x| D::from_f64((x.to_f64() != 0.0) as u8 as f64))?
         } else if from.is_float() || to.is_float() {
-            unary_map::<S, D>(d, shape, |x| D::from_f64(x.to_f64()))
+            unary_map::<S, D>(d, shape, |x| D::from_f64(x.to_f64()))?
         } else {
-            unary_map::<S, D>(d, shape, |x| D::from_i64(x.to_i64()))
+            unary_map::<S, D>(d, shape, |x| D::from_i64(x.to_i64()))?
         };
-        Data::from_vec(v, shape)
+        Ok(Data::from_vec(v, shape))
     }))
 }
 
@@ -229,6 +229,6 @@ impl CpuKernel for Unary {
 impl CpuKernel for Cast {
     fn eval(&self, inputs: &[Array], _outputs: &[Spec]) -> Result<Vec<Data>> {
         let x = &inputs[0];
-        Ok(vec![cast_data(x.computed_data()?, x.shape(), x.dtype(), self.0)])
+        Ok(vec![cast_data(x.computed_data()?, x.shape(), x.dtype(), self.0)?])
     }
 }
