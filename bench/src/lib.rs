@@ -250,8 +250,8 @@ impl Args {
     pub fn parse() -> Args {
         let args = Args::parse_only();
         if let Some(d) = args.str("device") {
-            let device = cotangent::Device::parse(&d)
-                .unwrap_or_else(|| panic!("--device {d:?}: expected cpu, cuda or cuda:N"));
+            let device =
+                cotangent::Device::parse(&d).unwrap_or_else(|| panic!("--device {d:?}: expected cpu, cuda or cuda:N"));
             cotangent::set_default_device(device);
         }
         args

@@ -63,9 +63,9 @@ pub mod transforms;
 #[doc(hidden)]
 pub use array::__buffer_donations;
 pub use array::{eval, Array};
+pub use backend::{default_device, set_default_device, Device, MemoryStats};
 pub use dtype::{BufferElement, DType, Element};
 pub use error::{Error, Result};
-pub use backend::{default_device, set_default_device, Device, MemoryStats};
 pub use ops::*;
 pub use shape::Shape;
 pub use transforms::*;

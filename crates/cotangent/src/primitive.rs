@@ -134,4 +134,3 @@ pub enum Op<'a> {
     /// Random samples from a key.
     Random(&'a random::RandomSample),
 }
-

@@ -89,8 +89,6 @@ impl Primitive for Binary {
         self.0.name().to_string()
     }
 
-
-
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
         let (a, b) = (&primals[0], &primals[1]);
         let c = &cotangents[0];

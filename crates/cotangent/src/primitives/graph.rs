@@ -125,7 +125,6 @@ impl Primitive for CustomTransforms {
         self.rules.name.clone()
     }
 
-
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
         use crate::transforms::custom::check_rule_outputs;
         let n = self.n_inputs;
@@ -272,7 +271,6 @@ impl Primitive for Call {
     fn name(&self) -> String {
         self.name.clone()
     }
-
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let body = self.body.clone();

@@ -19,7 +19,6 @@ impl Primitive for Matmul {
         "matmul".into()
     }
 
-
     /// `dA = C·Bᵀ`, `dB = Aᵀ·C`, each summed over the batch axes its operand was broadcast along.
     fn vjp(
         &self,

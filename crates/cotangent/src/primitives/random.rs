@@ -67,7 +67,6 @@ impl Primitive for RandomSample {
         format!("random::{:?}{:?}", self.dist, self.shape.as_slice())
     }
 
-
     fn vjp(
         &self,
         primals: &[Array],

@@ -48,7 +48,6 @@ impl Primitive for Reduce {
         format!("{}{:?}", self.op.name(), self.axes)
     }
 
-
     fn vjp(
         &self,
         primals: &[Array],
@@ -100,7 +99,6 @@ impl Primitive for Reduce {
 }
 
 // ----- row reductions: argmax/argmin, logsumexp, softmax, cumulative scans -------------------
-
 
 fn isize_axes(axes: &[usize]) -> Vec<isize> {
     axes.iter().map(|&a| a as isize).collect()

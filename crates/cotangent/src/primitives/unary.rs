@@ -98,8 +98,6 @@ impl Primitive for Unary {
         self.0.name().to_string()
     }
 
-
-
     fn vjp(
         &self,
         primals: &[Array],

@@ -3,6 +3,7 @@ pub mod buffer;
 pub mod copy;
 pub mod elementwise;
 pub mod gather;
+pub(crate) mod kernels;
 pub mod math;
 pub mod matmul;
 pub(crate) mod pool;
@@ -11,6 +12,5 @@ pub mod reduce;
 pub mod strided;
 pub mod transpose;
 pub mod vmath;
-pub(crate) mod kernels;
 
 pub use buffer::{Buffer, Data};

@@ -102,12 +102,7 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
         }
         Op::Select => {
             let [c, a, b] = [&inputs[0], &inputs[1], &inputs[2]];
-            one(elementwise::select(
-                (data(c)?, c.shape()),
-                (data(a)?, a.shape()),
-                (data(b)?, b.shape()),
-                out_shape(),
-            )?)
+            one(elementwise::select((data(c)?, c.shape()), (data(a)?, a.shape()), (data(b)?, b.shape()), out_shape())?)
         }
         Op::Reduce(r) => one(dense_as(reduce::reduce(r.op, x()?, xs(), &r.axes)?, out_shape())),
         Op::ArgReduce(r) => one(dense_as(reduce::arg_reduce(r.op, x()?, xs(), r.axis)?, out_shape())),

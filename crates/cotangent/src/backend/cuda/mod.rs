@@ -42,10 +42,10 @@ pub mod reduce;
 pub mod storage;
 
 pub use alloc::CudaBuffer;
-pub(crate) use eval::eval;
-pub use eval::HOST_FALLBACKS;
 pub use device::{cuda_available, device, device_count, CudaDevice};
 pub use elementwise::{binary, cast, copy_into, select, to_contiguous, unary};
+pub(crate) use eval::eval;
+pub use eval::HOST_FALLBACKS;
 pub use index::{gather, scatter_add};
 pub use matmul::{matmul, set_tf32};
 pub use random::random;

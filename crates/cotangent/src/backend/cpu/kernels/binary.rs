@@ -1,4 +1,5 @@
 //! CPU kernels of the binary primitives (see `crate::primitives::binary` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::elementwise::{
     binary_apply, binary_map, convert_into, dense, select_apply, unary_map, Operand,
@@ -6,11 +7,10 @@ use crate::backend::cpu::elementwise::{
 use crate::backend::cpu::math::Float;
 use crate::backend::cpu::Data;
 use crate::primitive::Spec;
-use crate::{Array, DType, Error, Result};
-use half::{bf16, f16};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::binary::*;
+use crate::{Array, DType, Error, Result};
+use half::{bf16, f16};
 macro_rules! int_arith {
     ($($t:ty),*) => {$(impl IntArith for $t {
         const ZERO: Self = 0;

@@ -1,11 +1,11 @@
 //! CPU kernels of the index primitives (see `crate::primitives::index` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::gather::{gather_along_axis, scatter_along_axis, ScatterElement};
 use crate::backend::cpu::Data;
 use crate::primitive::Spec;
-use crate::{Array, DType, Error, Result};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::index::*;
+use crate::{Array, DType, Error, Result};
 
 /// Dispatch on an integer index dtype.
 macro_rules! dispatch_index {

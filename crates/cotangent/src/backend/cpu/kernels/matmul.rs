@@ -1,10 +1,10 @@
 //! CPU kernels of the matmul primitives (see `crate::primitives::matmul` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::Data;
 use crate::primitive::Spec;
-use crate::{Array, Result};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::matmul::*;
+use crate::{Array, Result};
 
 impl CpuKernel for Matmul {
     fn eval(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {

@@ -11,7 +11,6 @@ mod reduce;
 mod shape;
 mod unary;
 
-
 use crate::backend::cpu::Data;
 use crate::primitive::{Op, Spec};
 use crate::primitives::{binary::Binary, binary::Select, matmul::Matmul, unary::Cast, unary::Unary};

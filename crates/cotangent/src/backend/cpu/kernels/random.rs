@@ -1,14 +1,14 @@
 //! CPU kernels of the random primitives (see `crate::primitives::random` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::math::{erf, erfinv, erfinv_fast};
 use crate::backend::cpu::random::{bits32, bits64, block, fill, unit_f32, unit_f64};
 use crate::backend::cpu::Data;
 use crate::dtype::Element;
 use crate::primitive::Spec;
-use crate::{Array, DType, Error, Result};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::random::*;
+use crate::{Array, DType, Error, Result};
 fn sample<T: BufferElement>(n: usize, f: impl Fn(u64) -> T + Sync + Send) -> Result<Vec<T>> {
     let mut v = crate::backend::cpu::buffer::try_filled(T::default(), n)?;
     fill(&mut v, f);

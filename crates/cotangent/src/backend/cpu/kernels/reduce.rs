@@ -1,16 +1,16 @@
 //! CPU kernels of the reduce primitives (see `crate::primitives::reduce` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::reduce::reduce_axes;
-use crate::backend::cpu::Data;
-use crate::primitive::{Primitive, Spec};
-use crate::{Array, DType, Error, Result};
-use half::{bf16, f16};
 use crate::backend::cpu::reduce::{
     arg_extremum, data_from_rows, logsumexp_row, map_rows, per_row, rows_of, scan_row, softmax_row,
 };
-use super::CpuKernel;
+use crate::backend::cpu::Data;
+use crate::primitive::{Primitive, Spec};
 #[allow(unused_imports)]
 use crate::primitives::reduce::*;
+use crate::{Array, DType, Error, Result};
+use half::{bf16, f16};
 
 /// Run `f32`/`f64` row kernels on a float input, computing `f16`/`bf16` through `f32`.
 /// `rows` gets the row-major rows (reduced axes last) and the row length.

@@ -1,11 +1,11 @@
 //! CPU kernels of the shape primitives (see `crate::primitives::shape` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
-use crate::shape::contiguous_strides;
-use crate::{Array, Result};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::shape::*;
+use crate::shape::contiguous_strides;
+use crate::{Array, Result};
 /// Copy a strided view into a new dense buffer.
 pub(crate) fn dense_copy(x: &Array) -> Result<Data> {
     let d = x.computed_data()?;

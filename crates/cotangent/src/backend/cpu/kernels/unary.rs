@@ -1,15 +1,15 @@
 //! CPU kernels of the unary primitives (see `crate::primitives::unary` for their rules).
+use super::CpuKernel;
 use crate::backend::cpu::buffer::{try_filled, BufferElement};
 use crate::backend::cpu::elementwise::{convert_into, unary_apply, unary_apply_slices, unary_map, Operand};
 use crate::backend::cpu::math::{erf, erf_single, erfinv, Float};
 use crate::backend::cpu::vmath;
 use crate::backend::cpu::Data;
 use crate::primitive::Spec;
-use crate::{Array, DType, Error, Result};
-use half::{bf16, f16};
-use super::CpuKernel;
 #[allow(unused_imports)]
 use crate::primitives::unary::*;
+use crate::{Array, DType, Error, Result};
+use half::{bf16, f16};
 /// The vectorised `f32` kernel of `op`, if there is one.
 fn vector_func(op: UnaryOp) -> Option<vmath::Func> {
     Some(match op {
