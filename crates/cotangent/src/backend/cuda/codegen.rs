@@ -170,8 +170,8 @@ impl<const K: usize> Args<K> {
         };
         for (d, (&e, s)) in dims.iter().zip(&st).enumerate() {
             a.shape[d] = e as i64;
-            for k in 0..K {
-                a.st[k][d] = s[k] as i64;
+            for (k, &v) in s.iter().enumerate().take(K) {
+                a.st[k][d] = v as i64;
             }
         }
         Ok(a)

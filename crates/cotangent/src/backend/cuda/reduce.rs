@@ -277,7 +277,7 @@ fn rows_permutation(ndim: usize, axes: &[usize]) -> Vec<usize> {
 fn plan(x: &CudaData, shape: &[usize], axes: &[usize], allow_column: bool) -> Result<Plan> {
     let r: usize = axes.iter().map(|&a| shape[a]).product();
     let n = numel(shape);
-    let rows = if r == 0 { numel(&keep_shape(shape, axes)) } else { n / r };
+    let rows = n.checked_div(r).unwrap_or_else(|| numel(&keep_shape(shape, axes)));
     // dense input, axes of extent > 1 forming one consecutive block
     if x.is_contiguous(shape) {
         let big: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] != 1).collect();
