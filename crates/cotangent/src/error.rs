@@ -75,7 +75,7 @@ impl Error {
     /// This error with the op's name and result spec filled in, when it is an
     /// [`Error::OutOfMemory`] that has none yet; other errors are returned unchanged.
     pub(crate) fn in_op(self, op: &dyn crate::primitive::Primitive, out: &crate::primitive::Spec) -> Error {
-        self.in_named_op(|| op.name(), &out.shape, out.dtype)
+        self.in_named_op(|| op.name().to_string(), &out.shape, out.dtype)
     }
 
     /// [`Error::in_op`] with the op's name (formatted only when used) and result given apart.

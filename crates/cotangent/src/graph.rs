@@ -274,7 +274,7 @@ fn panic_error(node: &Node, payload: &(dyn std::any::Any + Send)) -> Error {
     };
     let name = match &node.kind {
         NodeKind::Op(prim) => prim.name(),
-        _ => "a leaf".to_string(),
+        _ => "a leaf",
     };
     Error::Eval(format!("computing `{name}` panicked: {message}"))
 }
