@@ -126,8 +126,10 @@ impl CudaBuffer {
             return Ok(CudaBuffer { dev: dev.clone(), ptr: 0, len: 0, bucket: 0 });
         }
         let b = bucket(len);
+        // Out of memory is `Error::OutOfMemory`, as on the CPU: the node running the kernel names
+        // its op, result shape and dtype (`Error::in_op`); the dtype here is a placeholder.
         if b >= isize::MAX as usize {
-            return Err(dev.error(format!("out of memory: cannot allocate {len} bytes")));
+            return Err(crate::Error::alloc_failed(len, crate::DType::U8));
         }
         if let Some(ptr) = dev.alloc.pop(b) {
             dev.alloc.taken(b);
@@ -142,9 +144,13 @@ impl CudaBuffer {
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                 dev.alloc.flush(dev)?;
                 // SAFETY: as above.
-                unsafe { dr::malloc_async(dev.cu_stream(), b) }.map_err(|e| {
-                    dev.error(format!("out of memory allocating {len} bytes (bucket {b}) after freeing the cache: {e}"))
-                })?
+                match unsafe { dr::malloc_async(dev.cu_stream(), b) } {
+                    Ok(p) => p,
+                    Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                        return Err(crate::Error::alloc_failed(len, crate::DType::U8))
+                    }
+                    Err(e) => return Err(dev.error(format!("allocating {len} bytes after freeing the cache: {e}"))),
+                }
             }
             Err(e) => return Err(dev.error(format!("allocating {len} bytes: {e}"))),
         };
