@@ -283,7 +283,19 @@ impl Array {
     /// `usize` (or its size in bytes `isize::MAX`).
     #[track_caller]
     pub fn from_slice<T: BufferElement>(data: &[T], shape: &[usize]) -> Array {
+        Array::check_fill("from_slice", data.len(), shape, T::DTYPE);
         Array::from_vec(data.to_vec(), shape)
+    }
+
+    /// Panics unless `len` elements of `dtype` fill an array of `shape` (`op` names the
+    /// constructor the user called).
+    #[track_caller]
+    fn check_fill(op: &'static str, len: usize, shape: &[usize], dtype: DType) {
+        crate::shape::check_shape(|| op.into(), shape, dtype);
+        let n = crate::shape::numel(shape);
+        if len != n {
+            panic!("cotangent::{op}: {len} elements of {dtype} do not fill shape {shape:?} ({n} elements)");
+        }
     }
 
     /// An array taking ownership of `data` with the given shape.
@@ -294,16 +306,7 @@ impl Array {
     /// for the length.
     #[track_caller]
     pub fn from_vec<T: BufferElement>(data: Vec<T>, shape: &[usize]) -> Array {
-        crate::shape::check_shape(|| "from_vec".into(), shape, T::DTYPE);
-        let n = crate::shape::numel(shape);
-        assert!(
-            data.len() == n,
-            "cotangent::from_vec: {} elements of {} do not fill shape {:?} ({} elements)",
-            data.len(),
-            T::DTYPE,
-            shape,
-            n
-        );
+        Array::check_fill("from_vec", data.len(), shape, T::DTYPE);
         Array::from_data(Data::from_vec(data, shape), shape, T::DTYPE).to_device(crate::backend::default_device())
     }
 
@@ -337,8 +340,7 @@ impl Array {
     /// Extent of axis `axis` (negative counts from the end).
     #[track_caller]
     pub fn dim(&self, axis: isize) -> usize {
-        let a = crate::shape::normalize_axis(axis, self.ndim())
-            .unwrap_or_else(|| panic!("cotangent::dim: axis {axis} out of range for shape {:?}", self.shape()));
+        let a = crate::ops::shape::axis_for("dim", axis, self.shape(), self.ndim());
         self.shape()[a]
     }
     /// Whether the array has been computed.

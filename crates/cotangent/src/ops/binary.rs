@@ -8,7 +8,7 @@ use crate::{Array, DType};
 /// need floats compute integer inputs in `f32`; comparisons and logical ops return bool.
 #[track_caller]
 pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
-    let shape = broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
+    let Some(shape) = broadcast_shapes(a.shape(), b.shape()) else {
         panic!(
             "cotangent::{}: shapes {:?} ({}) and {:?} ({}) do not broadcast",
             op.name(),
@@ -17,7 +17,7 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
             b.shape(),
             b.dtype()
         )
-    });
+    };
     let (a, b) = if op.needs_float() && !a.dtype().is_float() {
         (a.astype(DType::F32), b.astype(DType::F32))
     } else if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
@@ -93,10 +93,18 @@ binary_ops! {
 #[track_caller]
 pub fn select(cond: &Array, a: impl IntoOperand, b: impl IntoOperand) -> Array {
     let (a, b) = promote_operands(a.into_operand(), b.into_operand());
-    let shape =
-        broadcast_shapes(cond.shape(), a.shape()).and_then(|s| broadcast_shapes(&s, b.shape())).unwrap_or_else(|| {
-            panic!("cotangent::select: shapes {:?}, {:?} and {:?} do not broadcast", cond.shape(), a.shape(), b.shape())
-        });
+    let Some(shape) = broadcast_shapes(cond.shape(), a.shape()).and_then(|s| broadcast_shapes(&s, b.shape())) else {
+        panic!(
+            "cotangent::select: shapes {:?} ({}), {:?} ({}) and {:?} ({}) do not broadcast (condition, then the two \
+             choices)",
+            cond.shape(),
+            cond.dtype(),
+            a.shape(),
+            a.dtype(),
+            b.shape(),
+            b.dtype()
+        )
+    };
     let dtype = a.dtype();
     Array::from_primitive(Select, vec![cond.astype(DType::Bool), a, b], &shape, dtype)
 }

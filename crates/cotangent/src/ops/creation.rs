@@ -17,32 +17,42 @@ pub(crate) fn scalar_i64(v: i64, dtype: DType) -> Array {
 /// element: no memory is used until an op writes a result.
 #[track_caller]
 pub fn full(shape: &[usize], v: f64, dtype: DType) -> Array {
+    full_named("full", shape, v, dtype)
+}
+
+/// [`full`] for the op named `op` (so a shape too large names the op the user called).
+#[track_caller]
+fn full_named(op: &'static str, shape: &[usize], v: f64, dtype: DType) -> Array {
+    crate::shape::check_shape(|| op.into(), shape, dtype);
     scalar_f64(v, dtype).broadcast_to(shape)
 }
 
 /// Zeros of `shape` and `dtype`.
 #[track_caller]
 pub fn zeros(shape: &[usize], dtype: DType) -> Array {
-    full(shape, 0.0, dtype)
+    full_named("zeros", shape, 0.0, dtype)
 }
 
 /// Ones of `shape` and `dtype`.
 #[track_caller]
 pub fn ones(shape: &[usize], dtype: DType) -> Array {
-    full(shape, 1.0, dtype)
+    full_named("ones", shape, 1.0, dtype)
 }
 
 /// Zeros with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn zeros_like(x: &Array) -> Array {
     full_like(x, 0.0)
 }
 
 /// Ones with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn ones_like(x: &Array) -> Array {
     full_like(x, 1.0)
 }
 
 /// `v` with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn full_like(x: &Array, v: f64) -> Array {
     scalar_f64(v, x.dtype()).to_device(x.device()).broadcast_to(x.shape())
 }

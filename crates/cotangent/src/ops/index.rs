@@ -29,21 +29,24 @@ fn along_axis_shape(op: &str, x: &Array, idx: &Array, axis: usize) -> Vec<usize>
         idx.shape(),
         x.shape()
     );
-    (0..x.ndim())
-        .map(|i| {
-            if i == axis {
-                return x.shape()[i];
-            }
-            broadcast_shapes(&[x.shape()[i]], &[idx.shape()[i]]).map(|s| s[0]).unwrap_or_else(|| {
-                panic!(
-                    "cotangent::{op}: indices of shape {:?} do not broadcast against the array's shape {:?} \
-                     on axis {i}",
-                    idx.shape(),
-                    x.shape()
-                )
-            })
-        })
-        .collect()
+    let mut shape = Vec::with_capacity(x.ndim());
+    for i in 0..x.ndim() {
+        if i == axis {
+            shape.push(x.shape()[i]);
+            continue;
+        }
+        match broadcast_shapes(&[x.shape()[i]], &[idx.shape()[i]]) {
+            Some(s) => shape.push(s[0]),
+            None => panic!(
+                "cotangent::{op}: indices of shape {:?} do not broadcast against the array's shape {:?} ({}) on \
+                 axis {i}",
+                idx.shape(),
+                x.shape(),
+                x.dtype()
+            ),
+        }
+    }
+    shape
 }
 
 fn with_axis(shape: &[usize], axis: usize, n: usize) -> Vec<usize> {

@@ -51,15 +51,25 @@ pub fn matmul(a: &Array, b: &Array) -> Array {
     let k = sa[na - 1];
     assert!(
         k == sb[nb - 2],
-        "cotangent::matmul: contracted extents differ: shapes {:?} and {:?} (last axis of the first \
+        "cotangent::matmul: contracted extents differ: shapes {:?} ({}) and {:?} ({}) (last axis of the first \
          must equal the {} axis of the second)",
         a.shape(),
+        a.dtype(),
         b.shape(),
+        b.dtype(),
         if b1 { "only" } else { "second-to-last" }
     );
-    let batch = broadcast_shapes(&sa[..na - 2], &sb[..nb - 2]).unwrap_or_else(|| {
-        panic!("cotangent::matmul: batch axes of shapes {:?} and {:?} do not broadcast", a.shape(), b.shape())
-    });
+    let Some(batch) = broadcast_shapes(&sa[..na - 2], &sb[..nb - 2]) else {
+        panic!(
+            "cotangent::matmul: batch axes {:?} and {:?} of shapes {:?} ({}) and {:?} ({}) do not broadcast",
+            &sa[..na - 2],
+            &sb[..nb - 2],
+            a.shape(),
+            a.dtype(),
+            b.shape(),
+            b.dtype()
+        )
+    };
     let mut out: Shape = batch.clone();
     out.push(sa[na - 2]);
     out.push(sb[nb - 1]);
@@ -133,8 +143,8 @@ pub fn tensordot(a: &Array, b: &Array, axes: impl Into<TensordotAxes>) -> Array 
         TensordotAxes::Pairs(pa, pb) => {
             assert!(pa.len() == pb.len(), "cotangent::tensordot: axis lists {pa:?} and {pb:?} have different lengths");
             (
-                pa.iter().map(|&x| super::shape::axis_for("tensordot", x, a.shape(), a.ndim())).collect(),
-                pb.iter().map(|&x| super::shape::axis_for("tensordot", x, b.shape(), b.ndim())).collect(),
+                super::shape::axes_for("tensordot", &pa, a.shape(), a.ndim()),
+                super::shape::axes_for("tensordot", &pb, b.shape(), b.ndim()),
             )
         }
     };
@@ -197,7 +207,10 @@ pub fn einsum(spec: &str, operands: &[Array]) -> Array {
         Some((l, r)) => (l, Some(r)),
         None => (spec, None),
     };
-    let terms: Vec<Vec<char>> = lhs.split(',').map(|t| parse_term(spec, t)).collect();
+    let mut terms: Vec<Vec<char>> = Vec::new();
+    for t in lhs.split(',') {
+        terms.push(parse_term(spec, t));
+    }
     assert!(
         terms.len() == operands.len(),
         "cotangent::einsum: {spec:?} names {} operands but {} were given",

@@ -56,13 +56,19 @@ pub fn split(key: &Array, n: usize) -> Array {
 /// Two new keys (rows 0 and 1 of [`split`]`(key, 2)`).
 #[track_caller]
 pub fn split2(key: &Array) -> (Array, Array) {
+    check_key("split2", key);
     (fold_in(key, 0), fold_in(key, 1))
 }
 
 /// `n` new keys as separate arrays (the rows of [`split`]`(key, n)`).
 #[track_caller]
 pub fn split_keys(key: &Array, n: usize) -> Vec<Array> {
-    (0..n as u32).map(|i| fold_in(key, i)).collect()
+    check_key("split_keys", key);
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n as u32 {
+        keys.push(fold_in(key, i));
+    }
+    keys
 }
 
 /// A new key derived from `key` and the integer `data` (e.g. a step counter).

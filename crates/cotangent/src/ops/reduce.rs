@@ -19,7 +19,7 @@ pub(crate) fn reduce_keepdims(op: ReduceOp, x: &Array, mut axes: Vec<usize>) -> 
 /// Normalise the axes of a reduction named `op`.
 #[track_caller]
 pub(crate) fn reduce_axes(op: &str, x: &Array, axes: &[isize]) -> Vec<usize> {
-    let mut v: Vec<usize> = axes.iter().map(|&a| axis_for(op, a, x.shape(), x.ndim())).collect();
+    let mut v = super::shape::axes_for(op, axes, x.shape(), x.ndim());
     v.sort_unstable();
     let n = v.len();
     v.dedup();
@@ -76,6 +76,7 @@ impl Array {
         reduce(ReduceOp::Sum, self, axes, keepdims)
     }
     /// Sum of all elements (a 0-d array).
+    #[track_caller]
     pub fn sum_all(&self) -> Array {
         reduce(ReduceOp::Sum, self, &all_axes(self), false)
     }
@@ -85,6 +86,7 @@ impl Array {
         reduce(ReduceOp::Prod, self, axes, keepdims)
     }
     /// Product of all elements.
+    #[track_caller]
     pub fn prod_all(&self) -> Array {
         reduce(ReduceOp::Prod, self, &all_axes(self), false)
     }
@@ -120,6 +122,7 @@ impl Array {
         x.sum(axes, keepdims) / n as f64
     }
     /// Mean of all elements.
+    #[track_caller]
     pub fn mean_all(&self) -> Array {
         self.mean(&all_axes(self), false)
     }
@@ -218,6 +221,7 @@ impl Array {
         reduce(ReduceOp::All, &self.astype(DType::Bool), axes, keepdims)
     }
     /// Whether every element is true (a 0-d bool array).
+    #[track_caller]
     pub fn all_all(&self) -> Array {
         self.all(&all_axes(self), false)
     }
@@ -227,6 +231,7 @@ impl Array {
         reduce(ReduceOp::Any, &self.astype(DType::Bool), axes, keepdims)
     }
     /// Whether any element is true (a 0-d bool array).
+    #[track_caller]
     pub fn any_all(&self) -> Array {
         self.any(&all_axes(self), false)
     }
@@ -242,6 +247,7 @@ impl Array {
         d.square().sum(axes, keepdims) / (n as f64 - ddof as f64)
     }
     /// Variance of all elements, see [`var`](Array::var).
+    #[track_caller]
     pub fn var_all(&self, ddof: usize) -> Array {
         self.var(&all_axes(self), false, ddof)
     }
@@ -251,6 +257,7 @@ impl Array {
         self.var(axes, keepdims, ddof).sqrt()
     }
     /// Standard deviation of all elements.
+    #[track_caller]
     pub fn std_all(&self, ddof: usize) -> Array {
         self.std(&all_axes(self), false, ddof)
     }
@@ -292,6 +299,7 @@ impl Array {
         finish(logsumexp_keepdims(&x, ax.clone()), x.shape(), &ax, keepdims)
     }
     /// `log(sum(exp(x)))` of all elements.
+    #[track_caller]
     pub fn logsumexp_all(&self) -> Array {
         self.logsumexp(&all_axes(self), false)
     }

@@ -5,10 +5,32 @@ use crate::shape::{broadcast_shapes, normalize_axis, numel, Shape};
 use crate::Array;
 
 /// Normalise an axis for `op`, panicking with a clear message when out of range.
+///
+/// The panic is raised here, in a `#[track_caller]` function (never inside a closure, which
+/// would not forward the location), so it points at the line that called the public op —
+/// provided every function between that op and this one is `#[track_caller]` too and calls it
+/// outside closures (use a loop, or [`axes_for`], to normalise several axes).
 #[track_caller]
 pub(crate) fn axis_for(op: &str, axis: isize, x_shape: &[usize], ndim: usize) -> usize {
-    normalize_axis(axis, ndim)
-        .unwrap_or_else(|| panic!("cotangent::{op}: axis {axis} is out of range for shape {x_shape:?}"))
+    match normalize_axis(axis, ndim) {
+        Some(a) => a,
+        None if ndim == x_shape.len() => {
+            panic!("cotangent::{op}: axis {axis} is out of range for shape {x_shape:?} ({ndim} axes)")
+        }
+        None => {
+            panic!("cotangent::{op}: axis {axis} is out of range for a result of {ndim} axes (input shape {x_shape:?})")
+        }
+    }
+}
+
+/// [`axis_for`] of every axis in `axes`, in order.
+#[track_caller]
+pub(crate) fn axes_for(op: &str, axes: &[isize], x_shape: &[usize], ndim: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        out.push(axis_for(op, a, x_shape, ndim));
+    }
+    out
 }
 
 impl Array {
@@ -20,36 +42,34 @@ impl Array {
         let known = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| k.checked_mul(d as usize));
         let Some(known) = known else {
             panic!(
-                "cotangent::reshape: cannot reshape {:?} to {shape:?}: the element count of the target overflows usize",
-                self.shape()
+                "cotangent::reshape: cannot reshape {:?} ({}) to {shape:?}: the element count of the target \
+                 overflows usize",
+                self.shape(),
+                self.dtype()
             )
         };
         let holes = shape.iter().filter(|&&d| d < 0).count();
-        assert!(
-            holes <= 1 && shape.iter().all(|&d| d >= -1),
-            "cotangent::reshape: at most one -1 allowed, got {shape:?}"
-        );
-        let target: Shape = shape
-            .iter()
-            .map(|&d| {
-                if d >= 0 {
-                    d as usize
-                } else {
-                    assert!(
-                        known != 0 && n.is_multiple_of(known),
-                        "cotangent::reshape: cannot reshape {:?} to {shape:?}",
-                        self.shape()
-                    );
-                    n / known
-                }
-            })
-            .collect();
+        if holes > 1 || shape.iter().any(|&d| d < -1) {
+            panic!("cotangent::reshape: at most one -1 allowed (the others must be >= 0), got {shape:?}");
+        }
+        let mut target = Shape::with_capacity(shape.len());
+        for &d in shape {
+            if d >= 0 {
+                target.push(d as usize);
+            } else if known != 0 && n.is_multiple_of(known) {
+                target.push(n / known);
+            } else {
+                panic!(
+                    "cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}: the -1 cannot be \
+                     inferred, {n} is not a multiple of {known}",
+                    self.shape()
+                );
+            }
+        }
         crate::shape::check_shape(|| "reshape".into(), &target, self.dtype());
-        assert!(
-            numel(&target) == n,
-            "cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}",
-            self.shape()
-        );
+        if numel(&target) != n {
+            panic!("cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}", self.shape());
+        }
         self.reshape_exact(&target)
     }
 
@@ -65,6 +85,7 @@ impl Array {
     }
 
     /// Flatten to one axis.
+    #[track_caller]
     pub fn flatten(&self) -> Array {
         self.reshape_exact(&[self.size()])
     }
@@ -78,7 +99,7 @@ impl Array {
             return self.permute(&(0..nd).rev().collect::<Vec<_>>());
         }
         assert!(perm.len() == nd, "cotangent::transpose: permutation {perm:?} does not fit shape {:?}", self.shape());
-        let p: Vec<usize> = perm.iter().map(|&a| axis_for("transpose", a, self.shape(), nd)).collect();
+        let p = axes_for("transpose", perm, self.shape(), nd);
         let mut seen = vec![false; nd];
         for &a in &p {
             assert!(!seen[a], "cotangent::transpose: {perm:?} is not a permutation");
@@ -96,6 +117,7 @@ impl Array {
     }
 
     /// The last two axes swapped (the matrix transpose); a 1-D array is returned unchanged.
+    #[track_caller]
     pub fn t(&self) -> Array {
         if self.ndim() < 2 {
             return self.clone();
@@ -139,7 +161,7 @@ impl Array {
     #[track_caller]
     pub fn expand_dims(&self, axes: &[isize]) -> Array {
         let nd = self.ndim() + axes.len();
-        let mut ax: Vec<usize> = axes.iter().map(|&a| axis_for("expand_dims", a, self.shape(), nd)).collect();
+        let mut ax = axes_for("expand_dims", axes, self.shape(), nd);
         ax.sort_unstable();
         ax.dedup();
         assert!(ax.len() == axes.len(), "cotangent::expand_dims: repeated axis in {axes:?}");
@@ -162,7 +184,7 @@ impl Array {
         let ax: Vec<usize> = if axes.is_empty() {
             (0..nd).filter(|&i| self.shape()[i] == 1).collect()
         } else {
-            axes.iter().map(|&a| axis_for("squeeze", a, self.shape(), nd)).collect()
+            axes_for("squeeze", axes, self.shape(), nd)
         };
         for &a in &ax {
             assert!(self.shape()[a] == 1, "cotangent::squeeze: axis {a} of shape {:?} is not of size 1", self.shape());
@@ -178,6 +200,7 @@ pub fn reshape(x: &Array, shape: &[isize]) -> Array {
     x.reshape(shape)
 }
 /// See [`Array::flatten`].
+#[track_caller]
 pub fn flatten(x: &Array) -> Array {
     x.flatten()
 }
@@ -304,10 +327,13 @@ pub(crate) fn concatenate_raw(xs: &[Array], axis: usize) -> Array {
     }
     let mut shape = Shape::from_slice(xs[0].shape());
     let joined = xs.iter().try_fold(0usize, |n, x| n.checked_add(x.shape()[axis]));
-    shape[axis] = joined.unwrap_or_else(|| {
-        let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
-        panic!("cotangent::concatenate: the joined extent of axis {axis} of shapes {shapes:?} overflows usize")
-    });
+    shape[axis] = match joined {
+        Some(n) => n,
+        None => {
+            let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
+            panic!("cotangent::concatenate: the joined extent of axis {axis} of shapes {shapes:?} overflows usize")
+        }
+    };
     crate::shape::check_shape(|| "concatenate".into(), &shape, xs[0].dtype());
     Array::from_primitive(Concatenate(axis), xs.to_vec(), &shape, xs[0].dtype())
 }
@@ -448,11 +474,7 @@ impl Array {
     #[track_caller]
     pub fn flip(&self, axes: &[isize]) -> Array {
         let nd = self.ndim();
-        let ax: Vec<usize> = if axes.is_empty() {
-            (0..nd).collect()
-        } else {
-            axes.iter().map(|&a| axis_for("flip", a, self.shape(), nd)).collect()
-        };
+        let ax: Vec<usize> = if axes.is_empty() { (0..nd).collect() } else { axes_for("flip", axes, self.shape(), nd) };
         let mut s = Slice { starts: vec![0; nd], steps: vec![1; nd], shape: Shape::from_slice(self.shape()) };
         for &a in &ax {
             assert!(s.steps[a] == 1, "cotangent::flip: axis {a} repeated in {axes:?}");
@@ -535,14 +557,16 @@ impl Array {
         if (0..nd).all(|i| w(i) == (0, 0)) {
             return self.clone();
         }
-        let shape: Vec<usize> = (0..nd)
-            .map(|i| {
-                let (b, a) = w(i);
-                self.shape()[i].checked_add(b).and_then(|d| d.checked_add(a)).unwrap_or_else(|| {
+        let mut shape: Vec<usize> = Vec::with_capacity(nd);
+        for i in 0..nd {
+            let (b, a) = w(i);
+            match self.shape()[i].checked_add(b).and_then(|d| d.checked_add(a)) {
+                Some(d) => shape.push(d),
+                None => {
                     panic!("cotangent::pad: padding axis {i} of shape {:?} by ({b}, {a}) overflows usize", self.shape())
-                })
-            })
-            .collect();
+                }
+            }
+        }
         crate::shape::check_shape(|| "pad".into(), &shape, self.dtype());
         let starts: Vec<usize> = (0..nd).map(|i| w(i).0).collect();
         let base = crate::ops::full(&shape, value, self.dtype());
@@ -568,15 +592,13 @@ impl Array {
         // [d0, d1, ..] -> [1, d0, 1, d1, ..] -> broadcast [r0, d0, r1, d1, ..] -> [r0*d0, ..]
         let inter: Vec<usize> = xs.iter().flat_map(|&d| [1, d]).collect();
         let big: Vec<usize> = xs.iter().zip(&rs).flat_map(|(&d, &r)| [r, d]).collect();
-        let out: Vec<usize> = xs
-            .iter()
-            .zip(&rs)
-            .map(|(&d, &r)| {
-                d.checked_mul(r).unwrap_or_else(|| {
-                    panic!("cotangent::tile: tiling shape {:?} by {reps:?} overflows usize", self.shape())
-                })
-            })
-            .collect();
+        let mut out: Vec<usize> = Vec::with_capacity(nd);
+        for (&d, &r) in xs.iter().zip(&rs) {
+            match d.checked_mul(r) {
+                Some(e) => out.push(e),
+                None => panic!("cotangent::tile: tiling shape {:?} by {reps:?} overflows usize", self.shape()),
+            }
+        }
         crate::shape::check_shape(|| "tile".into(), &out, self.dtype());
         x.reshape_exact(&inter).broadcast_to(&big).reshape_exact(&out)
     }
@@ -597,9 +619,13 @@ impl Array {
         let mut big = x.shape().to_vec();
         big[a + 1] = repeats;
         let mut out = self.shape().to_vec();
-        out[a] = out[a].checked_mul(repeats).unwrap_or_else(|| {
-            panic!("cotangent::repeat: repeating axis {a} of shape {:?} {repeats} times overflows usize", self.shape())
-        });
+        out[a] = match out[a].checked_mul(repeats) {
+            Some(e) => e,
+            None => panic!(
+                "cotangent::repeat: repeating axis {a} of shape {:?} {repeats} times overflows usize",
+                self.shape()
+            ),
+        };
         crate::shape::check_shape(|| "repeat".into(), &out, self.dtype());
         x.broadcast_to(&big).reshape_exact(&out)
     }

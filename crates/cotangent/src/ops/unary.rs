@@ -98,12 +98,14 @@ unary_ops! {
 impl Array {
     /// This array converted to `dtype` (no node when it already has it). Float to integer
     /// conversion truncates toward zero and saturates, as Rust's `as`.
+    #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
         astype(self, dtype)
     }
 }
 
 /// `x` converted to `dtype`.
+#[track_caller]
 pub fn astype(x: &Array, dtype: DType) -> Array {
     if x.dtype() == dtype {
         return x.clone();
