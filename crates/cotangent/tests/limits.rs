@@ -165,7 +165,7 @@ fn shapes_with_a_zero_extent_are_empty() {
 
 /// Whether `err` is the out-of-memory error of `op` for a result of `shape` and `dtype`.
 fn is_oom(err: &Error, op: &str, shape: &[usize], dtype: DType) -> bool {
-    matches!(err, Error::OutOfMemory { op: o, shape: s, dtype: d, bytes } if o == op && s == shape && *d == dtype && *bytes > 0)
+    matches!(err, Error::OutOfMemory { op: o, shape: s, dtype: d, bytes, .. } if o == op && s == shape && *d == dtype && *bytes > 0)
 }
 
 #[test]

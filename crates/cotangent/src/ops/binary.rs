@@ -8,6 +8,7 @@ use crate::{Array, DType};
 /// need floats compute integer inputs in `f32`; comparisons and logical ops return bool.
 #[track_caller]
 pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
+    let _op = crate::array::OpScope::enter(op.name());
     let Some(shape) = broadcast_shapes(a.shape(), b.shape()) else {
         panic!(
             "cotangent::{}: shapes {:?} ({}) and {:?} ({}) do not broadcast",
@@ -31,6 +32,7 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
 
 #[track_caller]
 fn binary_operands(op: BinaryOp, a: impl IntoOperand, b: impl IntoOperand) -> Array {
+    let _op = crate::array::OpScope::enter(op.name());
     let (a, b) = promote_operands(a.into_operand(), b.into_operand());
     binary(op, &a, &b)
 }

@@ -8,6 +8,7 @@ impl Array {
     /// Matrix product with numpy's `matmul` semantics; see [`matmul`].
     #[track_caller]
     pub fn matmul(&self, other: &Array) -> Array {
+        let _op = crate::array::OpScope::enter("matmul");
         matmul(self, other)
     }
 }
@@ -34,6 +35,7 @@ impl Array {
 /// If an operand is 0-d, the contracted extents differ or the batch axes do not broadcast.
 #[track_caller]
 pub fn matmul(a: &Array, b: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("matmul");
     assert!(
         a.ndim() >= 1 && b.ndim() >= 1,
         "cotangent::matmul: operands must have at least one axis, got shapes {:?} ({}) and {:?} ({})",
@@ -87,6 +89,7 @@ pub fn matmul(a: &Array, b: &Array) -> Array {
 /// The outer product of two arrays (flattened first, as numpy): `out[i, j] = a[i] * b[j]`.
 #[track_caller]
 pub fn outer(a: &Array, b: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("outer");
     let a = a.reshape_exact(&[a.size(), 1]);
     let b = b.reshape_exact(&[1, b.size()]);
     a * b
@@ -130,6 +133,7 @@ impl From<(Vec<isize>, Vec<isize>)> for TensordotAxes {
 /// On bad or repeated axes, or contracted extents that differ.
 #[track_caller]
 pub fn tensordot(a: &Array, b: &Array, axes: impl Into<TensordotAxes>) -> Array {
+    let _op = crate::array::OpScope::enter("tensordot");
     let (ax_a, ax_b): (Vec<usize>, Vec<usize>) = match axes.into() {
         TensordotAxes::N(n) => {
             assert!(
@@ -203,6 +207,7 @@ fn parse_term(spec: &str, term: &str) -> Vec<char> {
 /// extents that disagree for one letter, or a subscript count that differs from an operand's rank.
 #[track_caller]
 pub fn einsum(spec: &str, operands: &[Array]) -> Array {
+    let _op = crate::array::OpScope::enter("einsum");
     let (lhs, out_spec) = match spec.split_once("->") {
         Some((l, r)) => (l, Some(r)),
         None => (spec, None),

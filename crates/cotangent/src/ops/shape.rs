@@ -38,6 +38,7 @@ impl Array {
     /// is contiguous.
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("reshape");
         let n = self.size();
         let known = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| k.checked_mul(d as usize));
         let Some(known) = known else {
@@ -76,6 +77,7 @@ impl Array {
     /// Reshape to an exact shape (no `-1`).
     #[track_caller]
     pub fn reshape_exact(&self, shape: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("reshape_exact");
         if self.shape() == shape {
             return self.clone();
         }
@@ -87,6 +89,7 @@ impl Array {
     /// Flatten to one axis.
     #[track_caller]
     pub fn flatten(&self) -> Array {
+        let _op = crate::array::OpScope::enter("flatten");
         self.reshape_exact(&[self.size()])
     }
 
@@ -94,6 +97,7 @@ impl Array {
     /// reverses the axes.
     #[track_caller]
     pub fn transpose(&self, perm: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("transpose");
         let nd = self.ndim();
         if perm.is_empty() {
             return self.permute(&(0..nd).rev().collect::<Vec<_>>());
@@ -119,6 +123,7 @@ impl Array {
     /// The last two axes swapped (the matrix transpose); a 1-D array is returned unchanged.
     #[track_caller]
     pub fn t(&self) -> Array {
+        let _op = crate::array::OpScope::enter("t");
         if self.ndim() < 2 {
             return self.clone();
         }
@@ -128,6 +133,7 @@ impl Array {
     /// Swap two axes.
     #[track_caller]
     pub fn swapaxes(&self, a: isize, b: isize) -> Array {
+        let _op = crate::array::OpScope::enter("swapaxes");
         let nd = self.ndim();
         let (a, b) = (axis_for("swapaxes", a, self.shape(), nd), axis_for("swapaxes", b, self.shape(), nd));
         let mut p: Vec<usize> = (0..nd).collect();
@@ -138,6 +144,7 @@ impl Array {
     /// Move axis `src` to position `dst`.
     #[track_caller]
     pub fn moveaxis(&self, src: isize, dst: isize) -> Array {
+        let _op = crate::array::OpScope::enter("moveaxis");
         let nd = self.ndim();
         let (s, d) = (axis_for("moveaxis", src, self.shape(), nd), axis_for("moveaxis", dst, self.shape(), nd));
         let mut p: Vec<usize> = (0..nd).filter(|&i| i != s).collect();
@@ -148,6 +155,7 @@ impl Array {
     /// Broadcast to `shape` (numpy rules); a view.
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("broadcast_to");
         if self.shape() == shape {
             return self.clone();
         }
@@ -160,6 +168,7 @@ impl Array {
     /// Insert unit axes at the given positions (positions in the result; negative allowed).
     #[track_caller]
     pub fn expand_dims(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("expand_dims");
         let nd = self.ndim() + axes.len();
         let mut ax = axes_for("expand_dims", axes, self.shape(), nd);
         ax.sort_unstable();
@@ -180,6 +189,7 @@ impl Array {
     /// Remove unit axes: the given ones, or all when `axes` is empty.
     #[track_caller]
     pub fn squeeze(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("squeeze");
         let nd = self.ndim();
         let ax: Vec<usize> = if axes.is_empty() {
             (0..nd).filter(|&i| self.shape()[i] == 1).collect()
@@ -197,41 +207,49 @@ impl Array {
 /// See [`Array::reshape`].
 #[track_caller]
 pub fn reshape(x: &Array, shape: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("reshape");
     x.reshape(shape)
 }
 /// See [`Array::flatten`].
 #[track_caller]
 pub fn flatten(x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("flatten");
     x.flatten()
 }
 /// See [`Array::transpose`].
 #[track_caller]
 pub fn transpose(x: &Array, perm: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("transpose");
     x.transpose(perm)
 }
 /// See [`Array::swapaxes`].
 #[track_caller]
 pub fn swapaxes(x: &Array, a: isize, b: isize) -> Array {
+    let _op = crate::array::OpScope::enter("swapaxes");
     x.swapaxes(a, b)
 }
 /// See [`Array::moveaxis`].
 #[track_caller]
 pub fn moveaxis(x: &Array, src: isize, dst: isize) -> Array {
+    let _op = crate::array::OpScope::enter("moveaxis");
     x.moveaxis(src, dst)
 }
 /// See [`Array::broadcast_to`].
 #[track_caller]
 pub fn broadcast_to(x: &Array, shape: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("broadcast_to");
     x.broadcast_to(shape)
 }
 /// See [`Array::expand_dims`].
 #[track_caller]
 pub fn expand_dims(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("expand_dims");
     x.expand_dims(axes)
 }
 /// See [`Array::squeeze`].
 #[track_caller]
 pub fn squeeze(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("squeeze");
     x.squeeze(axes)
 }
 
@@ -421,6 +439,7 @@ impl Array {
     /// If the lengths disagree, more axes are given than `self` has, or a step is zero.
     #[track_caller]
     pub fn slice(&self, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("slice");
         let st: Vec<Option<isize>> = starts.iter().map(|&v| Some(v)).collect();
         let sp: Vec<Option<isize>> = stops.iter().map(|&v| Some(v)).collect();
         slice_raw(self, slice_params("slice", self, &st, &sp, steps))
@@ -433,6 +452,7 @@ impl Array {
     /// If `axis` is out of range or `step` is zero.
     #[track_caller]
     pub fn slice_axis(&self, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> Array {
+        let _op = crate::array::OpScope::enter("slice_axis");
         let nd = self.ndim();
         let a = axis_for("slice_axis", axis, self.shape(), nd);
         let mut st = vec![None; a + 1];
@@ -452,6 +472,7 @@ impl Array {
     /// As [`slice`](Array::slice), or if `update` does not broadcast to the region.
     #[track_caller]
     pub fn slice_update(&self, update: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("slice_update");
         let st: Vec<Option<isize>> = starts.iter().map(|&v| Some(v)).collect();
         let sp: Vec<Option<isize>> = stops.iter().map(|&v| Some(v)).collect();
         let s = slice_params("slice_update", self, &st, &sp, steps);
@@ -473,6 +494,7 @@ impl Array {
     /// If an axis is out of range or repeated.
     #[track_caller]
     pub fn flip(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("flip");
         let nd = self.ndim();
         let ax: Vec<usize> = if axes.is_empty() { (0..nd).collect() } else { axes_for("flip", axes, self.shape(), nd) };
         let mut s = Slice { starts: vec![0; nd], steps: vec![1; nd], shape: Shape::from_slice(self.shape()) };
@@ -502,6 +524,7 @@ impl Array {
     /// If `axis` is out of range, `n` is zero, or `n` does not divide the axis.
     #[track_caller]
     pub fn split(&self, spec: impl Into<SplitSpec>, axis: isize) -> Vec<Array> {
+        let _op = crate::array::OpScope::enter("split");
         let nd = self.ndim();
         let a = axis_for("split", axis, self.shape(), nd);
         let n = self.shape()[a];
@@ -546,6 +569,7 @@ impl Array {
     /// If `widths` has neither one entry nor one per axis.
     #[track_caller]
     pub fn pad(&self, widths: &[(usize, usize)], value: f64) -> Array {
+        let _op = crate::array::OpScope::enter("pad");
         let nd = self.ndim();
         assert!(
             widths.len() == nd || widths.len() == 1,
@@ -580,6 +604,7 @@ impl Array {
     /// `reps` applies to the trailing axes; a longer one adds leading axes).
     #[track_caller]
     pub fn tile(&self, reps: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("tile");
         let nd = self.ndim().max(reps.len());
         let mut xs: Vec<usize> = vec![1; nd - self.ndim()];
         xs.extend_from_slice(self.shape());
@@ -610,6 +635,7 @@ impl Array {
     /// If `axis` is out of range.
     #[track_caller]
     pub fn repeat(&self, repeats: usize, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("repeat");
         let nd = self.ndim();
         let a = axis_for("repeat", axis, self.shape(), nd);
         if repeats == 1 {
@@ -634,12 +660,14 @@ impl Array {
     /// See [`concatenate`].
     #[track_caller]
     pub fn concatenate(xs: &[Array], axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("concatenate");
         concatenate(xs, axis)
     }
 
     /// Join arrays of one shape along a new axis, as numpy's `stack`. See [`stack`].
     #[track_caller]
     pub fn stack(xs: &[Array], axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("stack");
         stack(xs, axis)
     }
 }
@@ -658,6 +686,7 @@ impl Array {
 /// If `xs` is empty, an array is 0-d, ranks or extents disagree, or `axis` is out of range.
 #[track_caller]
 pub fn concatenate(xs: &[Array], axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("concatenate");
     assert!(!xs.is_empty(), "cotangent::concatenate: needs at least one array");
     let nd = xs[0].ndim();
     let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
@@ -679,6 +708,7 @@ pub fn concatenate(xs: &[Array], axis: isize) -> Array {
 /// If `xs` is empty, the shapes differ, or `axis` is out of range.
 #[track_caller]
 pub fn stack(xs: &[Array], axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("stack");
     assert!(!xs.is_empty(), "cotangent::stack: needs at least one array");
     let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
     assert!(xs.iter().all(|x| x.shape() == xs[0].shape()), "cotangent::stack: shapes {shapes:?} differ");
@@ -694,40 +724,48 @@ pub fn stack(xs: &[Array], axis: isize) -> Array {
 /// See [`Array::slice`].
 #[track_caller]
 pub fn slice(x: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("slice");
     x.slice(starts, stops, steps)
 }
 /// See [`Array::slice_axis`].
 #[track_caller]
 pub fn slice_axis(x: &Array, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> Array {
+    let _op = crate::array::OpScope::enter("slice_axis");
     x.slice_axis(axis, start, stop, step)
 }
 /// See [`Array::slice_update`].
 #[track_caller]
 pub fn slice_update(x: &Array, update: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("slice_update");
     x.slice_update(update, starts, stops, steps)
 }
 /// See [`Array::flip`].
 #[track_caller]
 pub fn flip(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("flip");
     x.flip(axes)
 }
 /// See [`Array::split`].
 #[track_caller]
 pub fn split(x: &Array, spec: impl Into<SplitSpec>, axis: isize) -> Vec<Array> {
+    let _op = crate::array::OpScope::enter("split");
     x.split(spec, axis)
 }
 /// See [`Array::pad`].
 #[track_caller]
 pub fn pad(x: &Array, widths: &[(usize, usize)], value: f64) -> Array {
+    let _op = crate::array::OpScope::enter("pad");
     x.pad(widths, value)
 }
 /// See [`Array::tile`].
 #[track_caller]
 pub fn tile(x: &Array, reps: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("tile");
     x.tile(reps)
 }
 /// See [`Array::repeat`].
 #[track_caller]
 pub fn repeat(x: &Array, repeats: usize, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("repeat");
     x.repeat(repeats, axis)
 }

@@ -6,6 +6,7 @@ use crate::{Array, DType};
 /// `floor`/`ceil`/`round` of integers are the identity.
 #[track_caller]
 pub fn unary(op: UnaryOp, x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter(op.name());
     let dt = x.dtype();
     match op {
         UnaryOp::LogicalNot => {
@@ -100,6 +101,7 @@ impl Array {
     /// conversion truncates toward zero and saturates, as Rust's `as`.
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
+        let _op = crate::array::OpScope::enter("astype");
         astype(self, dtype)
     }
 }
@@ -107,6 +109,7 @@ impl Array {
 /// `x` converted to `dtype`.
 #[track_caller]
 pub fn astype(x: &Array, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("astype");
     if x.dtype() == dtype {
         return x.clone();
     }
