@@ -53,6 +53,7 @@ pub mod array;
 pub mod backend;
 pub mod dtype;
 pub mod error;
+mod format;
 pub(crate) mod graph;
 pub mod ops;
 pub mod primitive;

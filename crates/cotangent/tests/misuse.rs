@@ -270,3 +270,20 @@ fn creation_and_random() {
     let m = misuse!(ct::random::uniform(&ct::random::key(1), &[2], 0.0, 1.0, DType::I32));
     names(&m, &["cotangent::random::uniform", "float type", "int32"]);
 }
+
+#[test]
+fn rows_and_entries() {
+    let x = f32s(&[2, 3]);
+    let m = misuse!(x.index(2));
+    names(&m, &["cotangent::index", "index 2", "axis 0 of extent 2", "[2, 3]", "float32"]);
+    let m = misuse!(x.index(-3));
+    names(&m, &["cotangent::index", "index -3", "axis 0 of extent 2"]);
+    let m = misuse!(Array::scalar(1.0f32).index(0));
+    names(&m, &["cotangent::index", "0-d"]);
+    let m = misuse!(x.index_axis(2, 0));
+    names(&m, &["cotangent::index_axis", "axis 2", "[2, 3]"]);
+    let m = misuse!(ct::index_axis(&x, 1, 3));
+    names(&m, &["cotangent::index_axis", "index 3", "axis 1 of extent 3"]);
+    let m = misuse!(ct::index(&x, 5));
+    names(&m, &["cotangent::index", "index 5"]);
+}

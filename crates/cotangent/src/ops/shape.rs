@@ -445,6 +445,68 @@ impl Array {
         slice_raw(self, slice_params("slice", self, &st, &sp, steps))
     }
 
+    /// Row `i` of the first axis, numpy's `x[i]`: an array of shape `x.shape()[1..]`.
+    /// Negative `i` counts from the end. A view; differentiable (the gradient of the row goes
+    /// back to row `i`).
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array};
+    /// let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]);
+    /// assert_eq!(x.index(-1).to_vec::<f32>()?, vec![5.0, 6.0]);
+    /// assert_eq!(x.index(1).index(0).item::<f32>()?, 3.0);
+    /// # Ok::<(), ct::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If `self` is 0-d or `i` is out of range (reported at the caller's line).
+    #[track_caller]
+    pub fn index(&self, i: isize) -> Array {
+        let _op = crate::array::OpScope::enter("index");
+        if self.ndim() == 0 {
+            panic!("cotangent::index: a 0-d array ({}) has no axis to index (index {i})", self.dtype());
+        }
+        self.index_in("index", 0, i)
+    }
+
+    /// Entry `i` of axis `axis`, numpy's `x[.., i, ..]` (or `np.take(x, i, axis)` with a
+    /// scalar `i`): `self`'s shape without that axis. Negative `axis` and `i` count from the
+    /// end. A view; differentiable.
+    ///
+    /// ```
+    /// use cotangent::Array;
+    /// let x = Array::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3]);
+    /// assert_eq!(x.index_axis(1, -1).to_vec::<i32>().unwrap(), vec![3, 6]);
+    /// ```
+    ///
+    /// # Panics
+    /// If `axis` or `i` is out of range (reported at the caller's line).
+    #[track_caller]
+    pub fn index_axis(&self, axis: isize, i: isize) -> Array {
+        let _op = crate::array::OpScope::enter("index_axis");
+        let a = axis_for("index_axis", axis, self.shape(), self.ndim());
+        self.index_in("index_axis", a, i)
+    }
+
+    /// Entry `i` of the normalised axis `a`, for op `op`.
+    #[track_caller]
+    fn index_in(&self, op: &str, a: usize, i: isize) -> Array {
+        let n = self.shape()[a];
+        let Some(k) = normalize_axis(i, n) else {
+            panic!(
+                "cotangent::{op}: index {i} is out of range for axis {a} of extent {n} (shape {:?}, {})",
+                self.shape(),
+                self.dtype()
+            )
+        };
+        let nd = self.ndim();
+        let mut s = Slice { starts: vec![0; nd], steps: vec![1; nd], shape: Shape::from_slice(self.shape()) };
+        s.starts[a] = k;
+        s.shape[a] = 1;
+        let mut out = Shape::from_slice(self.shape());
+        out.remove(a);
+        slice_raw(self, s).reshape_exact(&out)
+    }
+
     /// Slice one axis: `x[.., start:stop:step, ..]` with numpy semantics (`None` is the open
     /// end; negative indices count from the end; out-of-range bounds clamp). A view.
     ///
@@ -726,6 +788,18 @@ pub fn stack(xs: &[Array], axis: isize) -> Array {
 pub fn slice(x: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
     let _op = crate::array::OpScope::enter("slice");
     x.slice(starts, stops, steps)
+}
+/// See [`Array::index`].
+#[track_caller]
+pub fn index(x: &Array, i: isize) -> Array {
+    let _op = crate::array::OpScope::enter("index");
+    x.index(i)
+}
+/// See [`Array::index_axis`].
+#[track_caller]
+pub fn index_axis(x: &Array, axis: isize, i: isize) -> Array {
+    let _op = crate::array::OpScope::enter("index_axis");
+    x.index_axis(axis, i)
 }
 /// See [`Array::slice_axis`].
 #[track_caller]
