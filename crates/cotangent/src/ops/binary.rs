@@ -187,8 +187,9 @@ macro_rules! operators {
             #[track_caller]
             fn $method(self, rhs: R) -> Array { binary_operands(BinaryOp::$op, self, rhs) }
         }
-        operators!(@scalar $tr $method $op: f64, i32);
+        operators!(@scalar $tr $method $op: f32, f64, i32, i64, u32, u8, usize, isize);
     )*};
+    // a Rust number on the left: the same types as on the right (see `IntoOperand`)
     (@scalar $tr:ident $method:ident $op:ident: $($s:ty),*) => {$(
         impl std::ops::$tr<Array> for $s {
             type Output = Array;
