@@ -360,6 +360,7 @@ impl Array {
     /// If the inputs are on different devices (0-d inputs follow the others; see
     /// [`Array::to_device`]), or an output's shape is too large for its dtype (the message
     /// names the primitive, the shape, the dtype and the caller's location).
+    #[doc(hidden)]
     #[track_caller]
     pub fn from_primitive_multi(prim: impl Primitive, mut inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
         for s in &specs {
@@ -378,6 +379,7 @@ impl Array {
     /// [`Array::to_device`]), or `shape` is too large for `dtype`: more than `usize::MAX`
     /// elements or more than `isize::MAX` bytes (see
     /// [`from_primitive_multi`](Array::from_primitive_multi)).
+    #[doc(hidden)]
     #[track_caller]
     pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
         crate::shape::check_shape(|| prim.name(), shape, dtype);

@@ -64,7 +64,7 @@ fn in_origin(origin: &Option<String>) -> String {
     origin.as_ref().map_or(String::new(), |o| format!(" in {o}"))
 }
 
-/// `Result` with cotangent's [`Error`].
+/// `Result` with cotangent's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<std::io::Error> for Error {

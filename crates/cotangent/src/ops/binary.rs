@@ -6,6 +6,7 @@ use crate::{Array, DType};
 
 /// Apply a binary op to two arrays of the same dtype (broadcasting their shapes). Ops that
 /// need floats compute integer inputs in `f32`; comparisons and logical ops return bool.
+#[doc(hidden)]
 #[track_caller]
 pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
     let _op = crate::array::OpScope::enter(op.name());

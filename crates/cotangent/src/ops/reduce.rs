@@ -3,7 +3,7 @@
 //!
 //! Also the row reductions with fused kernels — [`logsumexp`], [`softmax`], [`argmax`] /
 //! [`argmin`] — the cumulative scans [`cumsum`] / [`cumprod`], the boolean [`all`] / [`any`],
-//! and [`var`] / [`std`] (compositions of the above, so they need no rules of their own).
+//! and [`var`] / [`std()`] (compositions of the above, so they need no rules of their own).
 use super::shape::axis_for;
 use crate::primitives::reduce::{ArgReduce, ArgReduceOp, LogSumExp, Reduce, ReduceOp, Scan, ScanOp, Softmax};
 use crate::{Array, DType};

@@ -4,6 +4,7 @@ use crate::{Array, DType};
 
 /// Apply a unary op; integer and bool inputs of transcendental ops are computed in `f32`, and
 /// `floor`/`ceil`/`round` of integers are the identity.
+#[doc(hidden)]
 #[track_caller]
 pub fn unary(op: UnaryOp, x: &Array) -> Array {
     let _op = crate::array::OpScope::enter(op.name());

@@ -36,9 +36,9 @@ pub fn memory_limit() -> usize {
     })
 }
 
-/// An empty vector with room for exactly `len` elements, or [`Error::OutOfMemory`]
-/// (`crate::Error`) when the memory cannot be had: more than [`memory_limit`], or refused by
-/// the allocator.
+/// An empty vector with room for exactly `len` elements, or
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory) when the memory cannot be had: more than
+/// [`memory_limit`], or refused by the allocator.
 #[inline]
 pub fn try_with_capacity<T: BufferElement>(len: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
