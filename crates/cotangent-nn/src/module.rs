@@ -71,7 +71,7 @@ pub trait Module: Clone {
             }
         }
         if !check.problems.is_empty() {
-            return Err(problems_error("update", check.problems, !check.not_only_shapes));
+            return Err(problems_error("updating parameters", check.problems, !check.not_only_shapes));
         }
         self.visit(&mut Assign { replacements: check.replacements.into_iter() });
         Ok(())
