@@ -129,7 +129,7 @@ impl<'a> FloatFormat<'a> {
             ff.pad_right = parts.iter().map(|p| p.1.len()).max().unwrap_or(0);
         }
         if finite.len() != values.len() {
-            let neginf = values.iter().any(|&v| v == f64::NEG_INFINITY) as usize;
+            let neginf = values.contains(&f64::NEG_INFINITY) as usize;
             let offset = ff.pad_right + 1;
             ff.pad_left = ff.pad_left.max(3usize.saturating_sub(offset)).max((3 + neginf).saturating_sub(offset));
         }
