@@ -7,7 +7,9 @@ Usage, on a GPU machine (the binaries are built elsewhere by `bench/gpu/build`):
 
 Sections: matmul (f32 with TF32 off, bf16; n = 4096, 8192), elementwise (one op over 2^28 f32
 against a device-to-device copy), overhead (eager per-op cost of `sin(x)*1.01+0.1` on 16 floats),
-mlp (784-512-512-10 SGD step, batch 128 and 4096). cotangent's programs print one JSON record
+mlp (784-512-512-10 SGD step, batch 128 and 4096), gated_delta (fwd+bwd of the gated delta rule,
+f32, B=1, 16 heads of 128x128, T = 2048 and 8192: cotangent-nn's chunked custom function against
+JAX's chunked checkpointed scan; time and peak device memory). cotangent's programs print one JSON record
 each; the peers' side is `anchors.py` (JSON lines). Every record is also appended to
 `$OUT/gpu_bench.jsonl` when OUT is set. The table at the end gives each workload's numbers and
 cotangent's ratio to PyTorch (higher is better for rates, lower for times).
@@ -36,8 +38,8 @@ def ours(bindir, prog, *args):
     return rec
 
 
-def peers(py, section):
-    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+def peers(py, section, **extra_env):
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", **extra_env)
     p = subprocess.run([py, os.path.join(HERE, "anchors.py"), section], capture_output=True, text=True, env=env)
     out = []
     for line in p.stdout.splitlines():
@@ -99,13 +101,24 @@ def main():
                 rows.append((f"MLP SGD step, batch {b}", "steps/s", r and r["results"]["eager"]["steps_per_s"],
                              pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
                              pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
+        elif s == "gated_delta":
+            pr = peers(a.python, "gdn_jax", IMPL="jax_chunk_ckpt_jit", TS="2048,8192")
+            for t in (2048, 8192):
+                r = ours(a.bin, "gated_delta_layer", "--t", t, "--reps", 5, "--warmup", 2)
+                j = pick(pr, impl="jax_chunk_ckpt_jit", T=t)
+                res = r and r["results"]
+                rows.append((f"gated delta fwd+bwd T={t}", "ms", res and res["ms_per_step"], None,
+                             j.get("fwd_bwd_ms"), False))
+                rows.append((f"gated delta peak memory T={t}", "MiB", res and res["peak_mib"], None,
+                             j.get("peak_MiB_since_start"), False))
     print()
-    print(f"{'workload':40} {'unit':8} {'cotangent':>10} {'torch':>10} {'jax':>10} {'vs torch':>9}")
+    print(f"{'workload':40} {'unit':8} {'cotangent':>10} {'torch':>10} {'jax':>10} {'vs torch':>9} {'vs jax':>9}")
     for w, u, c, t, j, hib in rows:
         f = lambda v: f"{v:10.3g}" if isinstance(v, (int, float)) else f"{'-':>10}"
-        ratio = (c / t if hib else t / c) if c and t else None
-        print(f"{w:40} {u:8} {f(c)} {f(t)} {f(j)} {f(ratio)}")
-        log({"table": w, "unit": u, "cotangent": c, "torch": t, "jax": j, "speedup_vs_torch": ratio})
+        ratio = lambda peer: (c / peer if hib else peer / c) if c and peer else None
+        print(f"{w:40} {u:8} {f(c)} {f(t)} {f(j)} {f(ratio(t))} {f(ratio(j))}")
+        log({"table": w, "unit": u, "cotangent": c, "torch": t, "jax": j, "speedup_vs_torch": ratio(t),
+             "speedup_vs_jax": ratio(j)})
 
 
 if __name__ == "__main__":

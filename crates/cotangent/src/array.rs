@@ -238,7 +238,7 @@ impl Node {
     pub(crate) fn describe(&self) -> String {
         match (&self.origin, &self.kind) {
             (Some(o), _) => o.to_string(),
-            (None, NodeKind::Op(p)) => p.name(),
+            (None, NodeKind::Op(p)) => p.name().to_string(),
             (None, NodeKind::Leaf) => "a leaf".to_string(),
             (None, NodeKind::Placeholder) => "a placeholder".to_string(),
         }
@@ -364,7 +364,7 @@ impl Array {
     #[track_caller]
     pub fn from_primitive_multi(prim: impl Primitive, mut inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
         for s in &specs {
-            crate::shape::check_shape(|| prim.name(), &s.shape, s.dtype);
+            crate::shape::check_shape(|| prim.name().to_string(), &s.shape, s.dtype);
         }
         let device = common_device(&prim, &mut inputs);
         let n = specs.len();
@@ -382,7 +382,7 @@ impl Array {
     #[doc(hidden)]
     #[track_caller]
     pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
-        crate::shape::check_shape(|| prim.name(), shape, dtype);
+        crate::shape::check_shape(|| prim.name().to_string(), shape, dtype);
         let device = common_device(&prim, &mut inputs);
         let node = Node::op(Box::new(prim), inputs, smallvec::smallvec![Spec::new(shape, dtype)], device);
         Array { node: Arc::new(node), index: 0 }
@@ -498,6 +498,7 @@ impl Array {
             },
             _ => return None,
         };
+        #[cfg(feature = "test-hooks")]
         DONATIONS.fetch_add(1, Ordering::Relaxed);
         Some(data)
     }
@@ -505,6 +506,7 @@ impl Array {
     /// Address of the first element of this array's buffer (evaluates first), for tests that
     /// check whether a kernel wrote its result into an input's buffer. Not a stable API.
     #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     pub fn __buffer_addr(&self) -> Result<usize> {
         let d = self.data()?;
         Ok(crate::dispatch_dtype!(d.buf.dtype(), T => d.buf.as_slice::<T>().as_ptr() as usize))
@@ -518,6 +520,7 @@ impl Array {
     }
 
     /// The computed data; evaluates first if needed.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn data(&self) -> Result<&Data> {
         if !self.node.is_computed() {
             self.eval()?;
@@ -632,12 +635,12 @@ impl Array {
 
 impl fmt::Debug for Array {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match &self.node.kind {
-            NodeKind::Leaf => "leaf".to_string(),
-            NodeKind::Placeholder => "placeholder".to_string(),
-            NodeKind::Op(p) => p.name(),
-        };
-        write!(f, "Array(shape={:?}, dtype={}, {})", self.shape(), self.dtype(), what)?;
+        write!(f, "Array(shape={:?}, dtype={}, ", self.shape(), self.dtype())?;
+        match &self.node.kind {
+            NodeKind::Leaf => f.write_str("leaf)")?,
+            NodeKind::Placeholder => f.write_str("placeholder)")?,
+            NodeKind::Op(p) => write!(f, "{})", &**p)?,
+        }
         if let Some(Ok(_)) = self.node.data.get() {
             if self.size() <= 64 {
                 if let Ok(v) = self.to_f64_vec() {
@@ -655,11 +658,13 @@ pub fn eval(arrays: &[Array]) -> Result<()> {
 }
 
 /// Buffers taken for donation by all evaluations so far (see [`Array::take_unique_data`]).
+#[cfg(feature = "test-hooks")]
 static DONATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// How many input buffers evaluations on all threads have handed to element-wise kernels to
 /// overwrite (buffer donation), for tests. Not a stable API.
 #[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn __buffer_donations() -> usize {
     DONATIONS.load(Ordering::Relaxed)
 }

@@ -95,7 +95,7 @@ impl Error {
             e => {
                 let origin = node.origin.map(|o| o.to_string());
                 let out = &node.specs[0];
-                let name = || node.primitive().map_or_else(|| node.describe(), |p| p.name());
+                let name = || node.primitive().map_or_else(|| node.describe(), |p| p.name().to_string());
                 e.in_named_op(name, origin, &out.shape, out.dtype)
             }
         }

@@ -275,7 +275,7 @@ fn panic_error(node: &Node, payload: &(dyn std::any::Any + Send)) -> Error {
     };
     let name = match &node.kind {
         NodeKind::Op(prim) => prim.name(),
-        _ => "a leaf".to_string(),
+        _ => "a leaf",
     };
     match &node.origin {
         Some(origin) => Error::Eval(format!("{origin}: computing `{name}` panicked: {message}")),

@@ -48,8 +48,15 @@ impl<T: std::any::Any> AsAny for T {
 /// Rules are written with ops on [`Array`]s, so every rule is itself differentiable and
 /// batchable: higher-order transforms need no extra code.
 pub trait Primitive: AsAny + Send + Sync + fmt::Debug + 'static {
-    /// Name used in error messages and graph dumps.
-    fn name(&self) -> String;
+    /// The op's name as users call it (`"sum"`, `"matmul"`, a custom function's name), for
+    /// error messages; never allocates.
+    fn name(&self) -> &str;
+
+    /// The name with the op's parameters (`sum[0, 1]`), for messages and graph dumps; the
+    /// default is [`Primitive::name`]. `format!("{}", prim)` on a `&dyn Primitive` calls it.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 
     /// What this node computes, for the backends (see [`Op`]).
     fn op(&self) -> Op<'_>;
@@ -133,4 +140,16 @@ pub enum Op<'a> {
     ScatterSlices(&'a shape::ScatterSlices),
     /// Random samples from a key.
     Random(&'a random::RandomSample),
+}
+
+impl fmt::Display for dyn Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f)
+    }
+}
+
+/// Whether `other` is a `T` equal to `this`: [`Primitive::is_equivalent`] for primitives whose
+/// parameters are all compared by `PartialEq`.
+pub(crate) fn same_as<T: PartialEq + 'static>(this: &T, other: &dyn Primitive) -> bool {
+    other.as_any().downcast_ref::<T>() == Some(this)
 }

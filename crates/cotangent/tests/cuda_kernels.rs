@@ -625,3 +625,26 @@ fn random_matches_cpu_bits() {
         close("batched bits", &got[b * 50..(b + 1) * 50], &array_f64(&ct::random::bits(&kb, &[50])), 0.0, 0.0);
     }
 }
+
+/// Every generated element-wise kernel (~700 sources) compiles with NVRTC for sm_90. Needs only
+/// libnvrtc, no GPU: `pip download nvidia-cuda-nvrtc`, unzip the wheel, point `LD_LIBRARY_PATH`
+/// at its `nvidia/cu13/lib`, and run
+/// `cargo test -p cotangent --features cuda --test cuda_kernels -- --ignored` (about 4 minutes on
+/// one core; 9 minutes for sm_90 and sm_80 on a loaded 2-core machine). Skipped where libnvrtc is
+/// absent.
+#[test]
+#[ignore = "compiles ~700 kernels with NVRTC (minutes); run with --ignored where libnvrtc exists"]
+fn every_generated_elementwise_kernel_compiles() {
+    if !cuda::nvrtc::available() {
+        eprintln!("skipped: libnvrtc not found");
+        return;
+    }
+    let sources = cuda::elementwise::all_sources();
+    assert!(sources.len() > 300, "only {} sources", sources.len());
+    for arch in [(9, 0)] {
+        for (name, src) in &sources {
+            let size = cuda::nvrtc::check_compiles(src, name, arch).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            assert!(size > 0, "{name}: empty image");
+        }
+    }
+}

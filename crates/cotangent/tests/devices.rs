@@ -74,3 +74,26 @@ fn evaluating_on_a_missing_device_is_an_error() {
     let e = y.to_vec::<f32>().unwrap_err().to_string();
     assert!(e.contains("cuda:99"), "{e}");
 }
+
+/// Element-wise kernels index with 64 bits: arrays of more than 2^31 elements are computed
+/// everywhere, across the 2^31 boundary, on the strided (broadcast operand) and the dense path.
+/// Needs a CUDA device with ~8 GB free; skipped elsewhere (the CPU kernels index with usize).
+#[test]
+fn elementwise_over_more_than_2_pow_31_elements_on_cuda() {
+    if !Device::cuda_available() {
+        eprintln!("skipped: no CUDA device");
+        return;
+    }
+    let cuda = Device::Cuda(0);
+    let n = (1usize << 31) + 5;
+    let ones = ct::full(&[n], 1.0, DType::U8).to_device(cuda); // a broadcast scalar: stride 0
+    let two = &ones + 1; // strided path
+    let six = &two * 3; // dense path
+    let sum = six.astype(DType::F32).sum_all(); // reduces 2^31 + 5 elements
+    let edge = six.slice_axis(0, Some((1 << 31) - 3), None, 1).to_device(Device::Cpu);
+    assert_eq!(edge.to_vec::<u8>().unwrap(), vec![6u8; 8]);
+    let head = six.slice_axis(0, None, Some(4), 1).to_device(Device::Cpu);
+    assert_eq!(head.to_vec::<u8>().unwrap(), vec![6u8; 4]);
+    let (got, want) = (sum.item::<f32>().unwrap() as f64, 6.0 * n as f64);
+    assert!((got - want).abs() <= 1e-5 * want, "sum of {n} sixes: {got}, want {want}");
+}

@@ -11,8 +11,16 @@ use crate::primitive::{Op, Spec};
 use crate::{Array, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The CPU backend. Its kernels are public only with the `test-hooks` feature, for the crate's
+/// own tests and benchmarks (they are not API).
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod cpu;
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) mod cpu;
+/// A host vector with room for `len` elements, or `Err` when the memory cannot be had (ops
+/// that build their values on the host, such as `arange`, use it before any device sees them).
+pub(crate) use cpu::buffer::try_with_capacity as try_host_vec;
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub mod cuda;
@@ -219,6 +227,8 @@ impl Storage {
 
 /// Evaluate `op` on the device `device`; `inputs` are computed and on that device.
 pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Storage>> {
+    #[cfg(feature = "test-hooks")]
+    recording::note(device, &op);
     match device {
         Device::Cpu => Ok(cpu::kernels::eval(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()),
         #[cfg(feature = "cuda")]
@@ -232,7 +242,11 @@ pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec
 /// buffers for the outputs when nothing else references them (buffer donation).
 pub(crate) fn eval_owned(device: Device, op: Op<'_>, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Storage>> {
     match device {
-        Device::Cpu => Ok(cpu::kernels::eval_owned(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()),
+        Device::Cpu => Ok({
+            #[cfg(feature = "test-hooks")]
+            recording::note(device, &op);
+            cpu::kernels::eval_owned(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()
+        }),
         _ => eval(device, op, &inputs, outputs),
     }
 }
@@ -257,4 +271,47 @@ pub(crate) fn transfer(data: &Storage, spec: &Spec, device: Device) -> Result<St
 #[cfg(not(feature = "cuda"))]
 fn no_cuda(n: usize) -> crate::Error {
     crate::Error::Eval(format!("device cuda:{n}: cotangent was built without the `cuda` cargo feature"))
+}
+
+/// A recording of the descriptors that reach the backends, for tests that check the seam: every
+/// computation a primitive asks for arrives at [`eval`] as an [`Op`] for a device. Behind the
+/// `test-hooks` feature; not part of the API.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod recording {
+    use super::Device;
+    use crate::primitive::Op;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    /// Whether a recording runs (kernels check it without locking).
+    static ACTIVE: AtomicBool = AtomicBool::new(false);
+    /// The descriptors seen while a recording runs: the device and the variant's name.
+    static LOG: Mutex<Option<Vec<(Device, String)>>> = Mutex::new(None);
+    /// Serialises recordings (tests run on several threads).
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+    pub(crate) fn note(device: Device, op: &Op<'_>) {
+        if !ACTIVE.load(Ordering::Acquire) {
+            return;
+        }
+        let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(log) = log.as_mut() {
+            let described = format!("{op:?}");
+            let end = described.find(|c: char| !c.is_alphanumeric()).unwrap_or(described.len());
+            log.push((device, described[..end].to_string()));
+        }
+    }
+
+    /// Run `f`, returning its result and the descriptors (device, variant name such as `"Matmul"`
+    /// or `"Unary"`) that reached a backend meanwhile, from any thread.
+    pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<(Device, String)>) {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        *LOG.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+        ACTIVE.store(true, Ordering::Release);
+        let r = f();
+        ACTIVE.store(false, Ordering::Release);
+        let log = LOG.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        (r, log)
+    }
 }

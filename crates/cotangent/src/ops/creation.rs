@@ -74,7 +74,7 @@ pub fn full_like(x: &Array, v: f64) -> Array {
 fn materialise<T: BufferElement>(op: &'static str, shape: &[usize], mut f: impl FnMut(usize) -> T) -> Array {
     crate::shape::check_shape(|| op.into(), shape, T::DTYPE);
     let n = crate::shape::numel(shape);
-    match crate::backend::cpu::buffer::try_with_capacity::<T>(n) {
+    match crate::backend::try_host_vec::<T>(n) {
         Ok(mut v) => {
             v.extend((0..n).map(&mut f));
             Array::from_vec(v, shape)

@@ -85,8 +85,8 @@ impl Primitive for Binary {
     fn op(&self) -> Op<'_> {
         Op::Binary(self.0)
     }
-    fn name(&self) -> String {
-        self.0.name().to_string()
+    fn name(&self) -> &str {
+        self.0.name()
     }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
@@ -195,8 +195,8 @@ impl Primitive for Select {
     fn op(&self) -> Op<'_> {
         Op::Select
     }
-    fn name(&self) -> String {
-        "select".into()
+    fn name(&self) -> &str {
+        "select"
     }
     fn vjp(
         &self,

@@ -12,8 +12,8 @@ impl Primitive for Identity {
     fn op(&self) -> Op<'_> {
         Op::PassThrough { first: 0 }
     }
-    fn name(&self) -> String {
-        "identity".into()
+    fn name(&self) -> &str {
+        "identity"
     }
     fn vjp(&self, _p: &[Array], cotangents: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![cotangents[0].clone()])
@@ -34,8 +34,8 @@ impl Primitive for StopGradient {
     fn op(&self) -> Op<'_> {
         Op::PassThrough { first: 0 }
     }
-    fn name(&self) -> String {
-        "stop_gradient".into()
+    fn name(&self) -> &str {
+        "stop_gradient"
     }
     fn vjp(&self, primals: &[Array], _c: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![crate::ops::zeros_like(&primals[0])])
@@ -63,8 +63,8 @@ impl Primitive for Depends {
     fn op(&self) -> Op<'_> {
         Op::PassThrough { first: 0 }
     }
-    fn name(&self) -> String {
-        "depends".into()
+    fn name(&self) -> &str {
+        "depends"
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(argnums
@@ -95,8 +95,11 @@ impl Primitive for ToDevice {
     fn op(&self) -> Op<'_> {
         Op::ToDevice(self.0)
     }
-    fn name(&self) -> String {
-        format!("to_device({})", self.0)
+    fn name(&self) -> &str {
+        "to_device"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "to_device({})", self.0)
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], _a: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![cotangents[0].to_device(primals[0].device())])
@@ -121,8 +124,8 @@ impl Primitive for CustomTransforms {
     fn op(&self) -> Op<'_> {
         Op::PassThrough { first: self.n_inputs }
     }
-    fn name(&self) -> String {
-        self.rules.name.clone()
+    fn name(&self) -> &str {
+        &self.rules.name
     }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
@@ -268,8 +271,8 @@ impl Primitive for Call {
     fn op(&self) -> Op<'_> {
         Op::Call(self)
     }
-    fn name(&self) -> String {
-        self.name.clone()
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {

@@ -39,8 +39,11 @@ impl Primitive for TakeAlongAxis {
     fn op(&self) -> Op<'_> {
         Op::Gather(self)
     }
-    fn name(&self) -> String {
-        format!("take_along_axis[{}]", self.axis)
+    fn name(&self) -> &str {
+        "take_along_axis"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "take_along_axis[{}]", self.axis)
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let (x, idx) = (&primals[0], &primals[1]);
@@ -87,9 +90,15 @@ impl Primitive for ScatterAlongAxis {
     fn op(&self) -> Op<'_> {
         Op::Scatter(self)
     }
-    fn name(&self) -> String {
-        let n = if self.mode == ScatterMode::Put { "put_along_axis" } else { "scatter_add_along_axis" };
-        format!("{n}[{}]", self.axis)
+    fn name(&self) -> &str {
+        if self.mode == ScatterMode::Put {
+            "put_along_axis"
+        } else {
+            "scatter_add_along_axis"
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}]", self.name(), self.axis)
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let (idx, upd) = (&primals[1], &primals[2]);

@@ -15,8 +15,8 @@ impl Primitive for Matmul {
     fn op(&self) -> Op<'_> {
         Op::Matmul
     }
-    fn name(&self) -> String {
-        "matmul".into()
+    fn name(&self) -> &str {
+        "matmul"
     }
 
     /// `dA = C·Bᵀ`, `dB = Aᵀ·C`, each summed over the batch axes its operand was broadcast along.

@@ -63,8 +63,11 @@ impl Primitive for RandomSample {
     fn op(&self) -> Op<'_> {
         Op::Random(self)
     }
-    fn name(&self) -> String {
-        format!("random::{:?}{:?}", self.dist, self.shape.as_slice())
+    fn name(&self) -> &str {
+        "random"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "random::{:?}{:?}", self.dist, self.shape.as_slice())
     }
 
     fn vjp(

@@ -44,8 +44,11 @@ impl Primitive for Reduce {
     fn op(&self) -> Op<'_> {
         Op::Reduce(self)
     }
-    fn name(&self) -> String {
-        format!("{}{:?}", self.op.name(), self.axes)
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{:?}", self.op.name(), self.axes)
     }
 
     fn vjp(
@@ -133,9 +136,15 @@ impl Primitive for ArgReduce {
     fn op(&self) -> Op<'_> {
         Op::ArgReduce(self)
     }
-    fn name(&self) -> String {
-        let n = if self.op == ArgReduceOp::ArgMax { "argmax" } else { "argmin" };
-        format!("{n}[{}]", self.axis)
+    fn name(&self) -> &str {
+        if self.op == ArgReduceOp::ArgMax {
+            "argmax"
+        } else {
+            "argmin"
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}]", self.name(), self.axis)
     }
     fn vjp(&self, primals: &[Array], _c: &[Array], _argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![crate::ops::zeros_like(&primals[0])])
@@ -161,8 +170,11 @@ impl Primitive for LogSumExp {
     fn op(&self) -> Op<'_> {
         Op::LogSumExp(self)
     }
-    fn name(&self) -> String {
-        format!("logsumexp{:?}", self.axes)
+    fn name(&self) -> &str {
+        "logsumexp"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "logsumexp{:?}", self.axes)
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], _argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         // d logsumexp / dx = softmax(x)
@@ -193,8 +205,11 @@ impl Primitive for Softmax {
     fn op(&self) -> Op<'_> {
         Op::Softmax(self)
     }
-    fn name(&self) -> String {
-        format!("softmax{:?}", self.axes)
+    fn name(&self) -> &str {
+        "softmax"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "softmax{:?}", self.axes)
     }
     fn vjp(&self, _p: &[Array], cotangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
         let (y, c) = (&outputs[0], &cotangents[0]);
@@ -239,9 +254,15 @@ impl Primitive for Scan {
     fn op(&self) -> Op<'_> {
         Op::Scan(self)
     }
-    fn name(&self) -> String {
-        let n = if self.op == ScanOp::Sum { "cumsum" } else { "cumprod" };
-        format!("{n}[{}, reverse={}, inclusive={}]", self.axis, self.reverse, self.inclusive)
+    fn name(&self) -> &str {
+        if self.op == ScanOp::Sum {
+            "cumsum"
+        } else {
+            "cumprod"
+        }
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}, reverse={}, inclusive={}]", self.name(), self.axis, self.reverse, self.inclusive)
     }
     fn vjp(
         &self,

@@ -12,8 +12,11 @@ impl Primitive for Reshape {
     fn op(&self) -> Op<'_> {
         Op::Reshape(self)
     }
-    fn name(&self) -> String {
-        format!("reshape{:?}", self.0.as_slice())
+    fn name(&self) -> &str {
+        "reshape"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "reshape{:?}", self.0.as_slice())
     }
     fn vjp(
         &self,
@@ -50,8 +53,11 @@ impl Primitive for Transpose {
     fn op(&self) -> Op<'_> {
         Op::Transpose(self)
     }
-    fn name(&self) -> String {
-        format!("transpose{:?}", self.0)
+    fn name(&self) -> &str {
+        "transpose"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "transpose{:?}", self.0)
     }
     fn vjp(
         &self,
@@ -92,8 +98,11 @@ impl Primitive for Broadcast {
     fn op(&self) -> Op<'_> {
         Op::Broadcast(self)
     }
-    fn name(&self) -> String {
-        format!("broadcast_to{:?}", self.0.as_slice())
+    fn name(&self) -> &str {
+        "broadcast_to"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "broadcast_to{:?}", self.0.as_slice())
     }
     fn vjp(
         &self,
@@ -179,8 +188,11 @@ impl Primitive for Slice {
     fn op(&self) -> Op<'_> {
         Op::Slice(self)
     }
-    fn name(&self) -> String {
-        format!("slice(starts={:?}, steps={:?}, shape={:?})", self.starts, self.steps, self.shape.as_slice())
+    fn name(&self) -> &str {
+        "slice"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "slice(starts={:?}, steps={:?}, shape={:?})", self.starts, self.steps, self.shape.as_slice())
     }
     fn vjp(
         &self,
@@ -207,7 +219,7 @@ impl Primitive for Slice {
         Ok((vec![crate::ops::shape::slice_raw(&x, self.with_batch(b))], vec![Some(0)]))
     }
     fn is_equivalent(&self, other: &dyn Primitive) -> bool {
-        other.name() == self.name()
+        crate::primitive::same_as(self, other)
     }
 }
 
@@ -232,8 +244,11 @@ impl Primitive for SliceUpdate {
     fn op(&self) -> Op<'_> {
         Op::SliceUpdate(self)
     }
-    fn name(&self) -> String {
-        format!("slice_update(starts={:?}, steps={:?})", self.starts, self.steps)
+    fn name(&self) -> &str {
+        "slice_update"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "slice_update(starts={:?}, steps={:?})", self.starts, self.steps)
     }
     fn vjp(
         &self,
@@ -275,7 +290,7 @@ impl Primitive for SliceUpdate {
         Ok((vec![crate::ops::shape::slice_update_raw(&base, &upd, &starts, &steps)], vec![Some(0)]))
     }
     fn is_equivalent(&self, other: &dyn Primitive) -> bool {
-        other.name() == self.name()
+        crate::primitive::same_as(self, other)
     }
 }
 
@@ -287,8 +302,11 @@ impl Primitive for Concatenate {
     fn op(&self) -> Op<'_> {
         Op::Concatenate(self)
     }
-    fn name(&self) -> String {
-        format!("concatenate(axis={})", self.0)
+    fn name(&self) -> &str {
+        "concatenate"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "concatenate(axis={})", self.0)
     }
     fn vjp(
         &self,
@@ -330,7 +348,7 @@ impl Primitive for Concatenate {
         Ok((vec![crate::ops::shape::concatenate_raw(&xs, self.0 + 1)], vec![Some(0)]))
     }
     fn is_equivalent(&self, other: &dyn Primitive) -> bool {
-        other.name() == self.name()
+        crate::primitive::same_as(self, other)
     }
 }
 
@@ -366,8 +384,11 @@ impl Primitive for ScatterSlices {
     fn op(&self) -> Op<'_> {
         Op::ScatterSlices(self)
     }
-    fn name(&self) -> String {
-        format!("scatter_slices(shape={:?}, {} regions)", self.shape, self.regions.len())
+    fn name(&self) -> &str {
+        "scatter_slices"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "scatter_slices(shape={:?}, {} regions)", self.shape, self.regions.len())
     }
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         Ok(argnums.iter().map(|&i| self.slice_of(i, &cotangents[0], primals[i].shape())).collect())

@@ -87,15 +87,15 @@ impl UnaryOp {
 }
 
 /// An element-wise unary function applied to one array.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Unary(pub UnaryOp);
 
 impl Primitive for Unary {
     fn op(&self) -> Op<'_> {
         Op::Unary(self.0)
     }
-    fn name(&self) -> String {
-        self.0.name().to_string()
+    fn name(&self) -> &str {
+        self.0.name()
     }
 
     fn vjp(
@@ -123,7 +123,7 @@ impl Primitive for Unary {
     }
 
     fn is_equivalent(&self, other: &dyn Primitive) -> bool {
-        other.name() == self.name()
+        crate::primitive::same_as(self, other)
     }
 }
 
@@ -170,8 +170,11 @@ impl Primitive for Cast {
     fn op(&self) -> Op<'_> {
         Op::Cast(self.0)
     }
-    fn name(&self) -> String {
-        format!("astype({})", self.0)
+    fn name(&self) -> &str {
+        "astype"
+    }
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "astype({})", self.0)
     }
     fn vjp(
         &self,

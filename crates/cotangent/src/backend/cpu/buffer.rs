@@ -89,7 +89,7 @@ pub enum Buffer {
     F64(Vec<f64>),
 }
 
-/// Conversion between typed vectors and [`Buffer`]s; implemented for every [`Element`].
+/// Conversion between typed vectors and `Buffer`s; implemented for every [`Element`].
 pub trait BufferElement: Element {
     /// Wrap a vector.
     fn into_buffer(v: Vec<Self>) -> Buffer;

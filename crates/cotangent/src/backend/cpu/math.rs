@@ -71,8 +71,6 @@ pub trait Float:
     fn is_nan(self) -> bool;
     /// Infinity test.
     fn is_infinite(self) -> bool;
-    /// Whether the sign bit is set (true for -0.0).
-    fn is_sign_neg(self) -> bool;
     /// Maximum propagating NaN.
     fn max_nan(self, o: Self) -> Self;
     /// Minimum propagating NaN.
@@ -111,7 +109,6 @@ macro_rules! impl_float {
             #[inline(always)] fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
             #[inline(always)] fn is_nan(self) -> bool { <$t>::is_nan(self) }
             #[inline(always)] fn is_infinite(self) -> bool { <$t>::is_infinite(self) }
-            #[inline(always)] fn is_sign_neg(self) -> bool { <$t>::is_sign_negative(self) }
             #[inline(always)] fn max_nan(self, o: Self) -> Self {
                 if self.is_nan() || o.is_nan() { <$t>::NAN } else if self >= o { self } else { o }
             }

@@ -98,20 +98,35 @@ template <int K> struct ct_args {
     i64 shape[CT_MAX_DIMS];
     i64 st[K][CT_MAX_DIMS];
 };
-/* Offsets of element i (row-major over the shape) in each operand. */
+/* Offsets of element i (row-major over the shape) in each operand. The outermost axis needs no
+   division; the others divide in 32 bits when the whole space fits (64-bit division is a long
+   software sequence on GPUs and bounded the strided kernels at half the memory bandwidth). */
 template <int K> __device__ __forceinline__ void ct_offsets(const ct_args<K>& a, i64 i, i64* o) {
     if (a.contig) {
         for (int k = 0; k < K; k++) o[k] = i;
         return;
     }
     for (int k = 0; k < K; k++) o[k] = 0;
-    for (int d = (int)a.ndim - 1; d >= 0; d--) {
+    if (a.n <= 0xffffffffll) {
+        u32 j = (u32)i;
+        for (int d = (int)a.ndim - 1; d > 0; d--) {
+            u32 s = (u32)a.shape[d];
+            u32 q = j / s;
+            u32 idx = j - q * s;
+            j = q;
+            for (int k = 0; k < K; k++) o[k] += (i64)idx * a.st[k][d];
+        }
+        for (int k = 0; k < K; k++) o[k] += (i64)j * a.st[k][0];
+        return;
+    }
+    for (int d = (int)a.ndim - 1; d > 0; d--) {
         i64 s = a.shape[d];
         i64 q = i / s;
         i64 idx = i - q * s;
         i = q;
         for (int k = 0; k < K; k++) o[k] += idx * a.st[k][d];
     }
+    for (int k = 0; k < K; k++) o[k] += i * a.st[k][0];
 }
 "#;
 

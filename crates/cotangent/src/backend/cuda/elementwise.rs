@@ -169,7 +169,8 @@ fn launch_map<const K: usize>(dev: &CudaDevice, k: Kernel, out: u64, ins: [u64; 
         params.push(p as *mut u64 as *mut c_void);
     }
     params.push(&mut args as *mut Args<K> as *mut c_void);
-    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)
+    let threads = if args.contig != 0 { (args.n as u64).div_ceil(DENSE_UNROLL as u64) } else { args.n as u64 };
+    dev.launch(k, dev.grid_for(threads, BLOCK), BLOCK, 0, &mut params)
 }
 
 /// Check that all operands live on the same device; return it.
@@ -181,12 +182,29 @@ pub(crate) fn same_device<'a>(what: &str, xs: &[&'a CudaData]) -> Result<&'a Arc
     Ok(d)
 }
 
+/// Elements each thread of a dense launch handles per step of its grid-stride loop: independent
+/// loads in flight per thread, which a bandwidth-bound kernel needs on a GPU whose memory latency
+/// times bandwidth exceeds what one load per resident thread covers (H200: ~25 KiB per SM).
+const DENSE_UNROLL: u32 = 4;
+
 /// A map kernel's source: `body` is the loop body, with `o[k]` the operand offsets of element `i`.
+/// Dense launches (`g.contig`) take an unrolled loop without index arithmetic; strided ones
+/// compute each operand's offset from the element number.
 fn map_source(header: &str, name: &str, out_t: &str, in_ts: &[&str], body: &str) -> String {
     let k = in_ts.len();
     let params: String = in_ts.iter().enumerate().map(|(j, t)| format!("const {t}* __restrict__ a{j}, ")).collect();
     format!(
         "{PRELUDE}\n{header}\nextern \"C\" __global__ void {name}({out_t}* __restrict__ out, {params}ct_args<{k}> g) {{\n  \
+         if (g.contig) {{\n    \
+           const i64 stride = (i64)blockDim.x * gridDim.x;\n    \
+           for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {DENSE_UNROLL} * stride) {{\n      \
+             _Pragma(\"unroll\") for (int u = 0; u < {DENSE_UNROLL}; u++) {{\n        \
+               i64 i = b + u * stride;\n        \
+               if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = i; {body} }}\n      \
+             }}\n    \
+           }}\n    \
+           return;\n  \
+         }}\n  \
          CT_LOOP(i, g.n) {{ i64 o[{k}]; ct_offsets<{k}>(g, i, o); {body} }}\n}}\n"
     )
 }

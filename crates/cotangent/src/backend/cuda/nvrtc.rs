@@ -112,6 +112,12 @@ fn compile_uncached(src: &str, name: &str, arch: &str) -> Result<Vec<u8>> {
     Ok(cubin)
 }
 
+/// Whether libnvrtc can be loaded (no GPU or driver needed).
+pub fn available() -> bool {
+    // SAFETY: only tries to open the library under cudarc's candidate names.
+    unsafe { ns::is_culib_present() }
+}
+
 /// Compile `src` for `arch` without touching the cache (a test hook: checks that generated
 /// sources compile wherever libnvrtc exists, even without a GPU).
 #[doc(hidden)]

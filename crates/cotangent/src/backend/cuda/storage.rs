@@ -125,8 +125,51 @@ impl CudaData {
     }
 }
 
+/// Host bytes one launch's parameter block carries (kernel parameters are limited to 4 KiB).
+const PARAM_BYTES: usize = 4000;
+/// Uploads up to this size travel in kernel parameters (see [`put_bytes`]).
+const SMALL_UPLOAD_BYTES: usize = 64 << 10;
+
+/// The by-value parameter of `ct_put_bytes`.
+#[repr(C)]
+struct ParamBytes {
+    n: u32,
+    bytes: [u8; PARAM_BYTES],
+}
+
+/// Write `bytes` to device memory at `dst` through the parameters of kernel launches, queued on
+/// the device's stream like any kernel. A copy from pageable host memory may wait for the
+/// stream to drain; a program that uploads small constants between kernels (masks, a chunk's
+/// triangular matrices) would then stall the GPU at every upload. Launch parameters are copied
+/// when the launch is queued, so this never waits.
+fn put_bytes(dev: &Arc<CudaDevice>, dst: u64, bytes: &[u8]) -> Result<()> {
+    let k = dev.kernel("ct_put_bytes", "ct_put_bytes", || {
+        format!(
+            "struct ct_bytes {{ unsigned int n; unsigned char b[{PARAM_BYTES}]; }};\n\
+             extern \"C\" __global__ void ct_put_bytes(unsigned char* __restrict__ out, ct_bytes p) {{\n  \
+             for (unsigned int i = threadIdx.x; i < p.n; i += blockDim.x) out[i] = p.b[i];\n}}\n"
+        )
+    })?;
+    for (j, piece) in bytes.chunks(PARAM_BYTES).enumerate() {
+        let mut block = ParamBytes { n: piece.len() as u32, bytes: [0; PARAM_BYTES] };
+        block.bytes[..piece.len()].copy_from_slice(piece);
+        let mut ptr = dst + (j * PARAM_BYTES) as u64;
+        let mut params =
+            [&mut ptr as *mut u64 as *mut std::ffi::c_void, &mut block as *mut ParamBytes as *mut std::ffi::c_void];
+        dev.launch(k, 1, 256, 0, &mut params)?;
+    }
+    Ok(())
+}
+
 fn upload<T: BufferElement>(dev: &Arc<CudaDevice>, out: &CudaData, data: &Data, shape: &[usize]) -> Result<()> {
     let host = data.to_contiguous::<T>(shape);
+    let size = std::mem::size_of_val(&host[..]);
+    if size <= SMALL_UPLOAD_BYTES {
+        // SAFETY: buffer elements are plain numbers (bool is one byte of 0 or 1) without padding:
+        // `size` bytes from the start of `host` are initialised and live for the call.
+        let bytes = unsafe { std::slice::from_raw_parts(host.as_ptr() as *const u8, size) };
+        return put_bytes(dev, out.buf.ptr(), bytes);
+    }
     // SAFETY: the destination holds `numel(shape)` elements of `T`; a copy from pageable memory
     // returns once the source has been read, so `host` may drop afterwards.
     unsafe { dr::memcpy_htod_async(out.buf.ptr(), &host[..], dev.cu_stream()) }
