@@ -274,7 +274,10 @@ pub fn assign_named_tensors<M: Module>(
     let mut problems = check.problems;
     let only_shapes = problems.iter().all(|(shape, _)| *shape) && extra.is_empty();
     let mut messages: Vec<String> = problems.drain(..).map(|(_, m)| m).collect();
-    messages.extend(extra.iter().map(|n| format!("tensor `{prefix}{n}` is not a parameter of the model")));
+    messages.extend(extra.iter().map(|n| {
+        let a = &check.found[*n];
+        format!("tensor `{prefix}{n}` is not a parameter of the model (the file has {:?} {})", a.shape(), a.dtype())
+    }));
     if !messages.is_empty() {
         return Err(problems_error("loading parameters", messages, only_shapes));
     }
@@ -302,14 +305,21 @@ impl Visitor for LoadCheck<'_> {
         let prefix = self.prefix;
         let replacement = match self.found.remove(&full) {
             None => {
-                self.problems.push((false, format!("missing tensor `{prefix}{full}` (shape {:?})", value.shape())));
+                self.problems.push((
+                    false,
+                    format!(
+                        "missing tensor `{prefix}{full}` (the model's parameter is {:?} {})",
+                        value.shape(),
+                        value.dtype()
+                    ),
+                ));
                 None
             }
             Some(a) if a.shape() != value.shape() => {
                 self.problems.push((
                     true,
                     format!(
-                        "tensor `{prefix}{full}` has shape {:?} but the model expects {:?}",
+                        "tensor `{prefix}{full}` has shape {:?} in the file but the model's parameter is {:?}",
                         a.shape(),
                         value.shape()
                     ),

@@ -42,8 +42,8 @@ use std::sync::Arc;
 /// assert_eq!(block.scale.item::<f32>().unwrap(), 2.0);
 /// ```
 pub trait Module: Clone {
-    /// Show `v` every parameter ([`param`](Visitor::param)) and every child module
-    /// ([`child`](Visitor::child)) under its name, in a fixed order.
+    /// Show `v` every parameter (`v.param(name, value)`) and every child module
+    /// (`v.child(name, module)`) under its name, in a fixed order.
     fn visit(&mut self, v: &mut dyn Visitor);
 
     /// Every parameter, trainable and frozen, as a tree named by [`visit`](Module::visit).
@@ -71,7 +71,7 @@ pub trait Module: Clone {
             }
         }
         if !check.problems.is_empty() {
-            return Err(problems_error("update", check.problems, !check.not_only_shapes));
+            return Err(problems_error("updating parameters", check.problems, !check.not_only_shapes));
         }
         self.visit(&mut Assign { replacements: check.replacements.into_iter() });
         Ok(())
@@ -80,10 +80,10 @@ pub trait Module: Clone {
 
 /// What [`Module::visit`] reports to: parameters, and the start and end of each child.
 ///
-/// Modules call the helpers [`param`](Visitor::param) and [`child`](Visitor::child) (methods of
-/// `dyn Visitor`); a new kind of traversal implements the three required methods. The name
-/// given to [`visit_param`](Visitor::visit_param) and [`enter`](Visitor::enter) is relative to
-/// the child entered last.
+/// Modules call the helpers `param` and `child` (methods of `dyn Visitor`, below); a new kind
+/// of traversal implements the three required methods. The name given to
+/// [`visit_param`](Visitor::visit_param) and [`enter`](Visitor::enter) is relative to the
+/// child entered last.
 ///
 /// ```
 /// use cotangent::{self as ct, Array, DType};

@@ -158,3 +158,45 @@ fn freeze_marks_parameters_through_the_visitor() {
     assert_eq!(model.parameters().names(), ["0.weight", "0.bias", "1.weight", "1.bias"]);
     assert_eq!(model.trainable_parameters().names(), ["1.weight"]);
 }
+
+#[test]
+fn load_into_reports_every_missing_extra_and_mis_shaped_tensor_at_once() {
+    let dir = std::env::temp_dir().join(format!("ct_nn_load_all_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.safetensors");
+    // the file: fc1.weight of another shape, no fc2.bias, and a tensor the model lacks
+    let src = Mlp::new(&ct::random::key(1), 3, 5, Activation::Relu, DType::F32);
+    let file = src.parameters().filter(|n| n != "fc2.bias").with("head.scale", Tree::leaf(ct::zeros(&[7], DType::F16)));
+    save(&path, &file, None).unwrap();
+    let mut model = Mlp::new(&ct::random::key(2), 3, 4, Activation::Relu, DType::F32);
+    let before = model.parameters().leaves().iter().map(|a| a.to_vec::<f32>().unwrap()).collect::<Vec<_>>();
+    let e = load_into(&mut model, &path).unwrap_err();
+    assert!(matches!(e, Error::Other(_)), "a missing tensor is not an i/o error: {e:?}");
+    let m = e.to_string();
+    assert!(m.contains("m.safetensors: loading parameters: "), "{m}");
+    for part in [
+        "tensor `fc1.weight` has shape [5, 3] in the file but the model's parameter is [4, 3]",
+        "missing tensor `fc2.bias` (the model's parameter is [3] float32)",
+        "tensor `head.scale` is not a parameter of the model (the file has [7] float16)",
+    ] {
+        assert!(m.contains(part), "{part:?} not in: {m}");
+    }
+    let after = model.parameters().leaves().iter().map(|a| a.to_vec::<f32>().unwrap()).collect::<Vec<_>>();
+    assert_eq!(before, after, "a failed load changes nothing");
+
+    // only shape mismatches: a shape error
+    save(&path, &src.parameters(), None).unwrap();
+    assert!(matches!(load_into(&mut model, &path).unwrap_err(), Error::Shape(_)));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn update_errors_read_naturally() {
+    let mut lin = Linear::new(&ct::random::key(0), 2, 3, true, DType::F32);
+    let bad = Tree::dict([("weight", Tree::leaf(ct::zeros(&[2, 3], DType::F32)))]);
+    let m = lin.update(&bad).unwrap_err().to_string();
+    assert!(
+        m.contains("updating parameters: `weight`: got shape [2, 3] float32 but the parameter is [3, 2] float32"),
+        "{m}"
+    );
+}

@@ -49,6 +49,100 @@ pub(crate) enum NodeKind {
     Op(Box<dyn Primitive>),
 }
 
+/// Where a node was built: the public op the program called and the line that called it
+/// (`#[track_caller]`), for errors found when the node is evaluated, e.g.
+/// `take (src/main.rs:14:9): index 10 is out of range for axis 0 of extent 2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Origin {
+    /// The public op's name (`take`, `add`, `reshape`, ...).
+    pub(crate) op: &'static str,
+    /// The caller of the public op.
+    pub(crate) at: &'static std::panic::Location<'static>,
+    /// Which part of that op the node computes.
+    pub(crate) role: Role,
+}
+
+/// Which part of a public op a node computes (see [`Origin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The op's value (also batched by `vmap`).
+    Value,
+    /// Its gradient (built by a VJP rule).
+    Gradient,
+    /// Its tangent (built by a JVP rule).
+    Tangent,
+}
+
+impl Origin {
+    /// This origin for the nodes a transformation rule builds from this one's node.
+    pub(crate) fn with_role(self, role: Role) -> Origin {
+        Origin { role, ..self }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.role {
+            Role::Value => {}
+            Role::Gradient => write!(f, "gradient of ")?,
+            Role::Tangent => write!(f, "tangent of ")?,
+        }
+        write!(f, "{} ({})", self.op, self.at)
+    }
+}
+
+thread_local! {
+    /// The public op this thread is building, if any (see [`OpScope`]).
+    static CURRENT_OP: std::cell::Cell<Option<Origin>> = const { std::cell::Cell::new(None) };
+}
+
+/// The origin nodes built now on this thread record.
+pub(crate) fn current_origin() -> Option<Origin> {
+    CURRENT_OP.with(|c| c.get())
+}
+
+/// While it lives, nodes built on this thread record an [`Origin`]. Public ops enter one
+/// first thing: the outermost wins, so `take` built from reshapes and a gather records `take`
+/// on all of them, at the line that called `take`.
+pub(crate) struct OpScope {
+    /// What to restore when the scope ends (`None`: it changed nothing).
+    restore: Option<Option<Origin>>,
+}
+
+impl OpScope {
+    /// Enters public op `op` called from the caller's caller (the public op must be
+    /// `#[track_caller]`); nothing changes inside another op.
+    #[track_caller]
+    #[inline]
+    pub(crate) fn enter(op: &'static str) -> OpScope {
+        let at = std::panic::Location::caller();
+        CURRENT_OP.with(|c| match c.get() {
+            Some(_) => OpScope { restore: None },
+            None => {
+                c.set(Some(Origin { op, at, role: Role::Value }));
+                OpScope { restore: Some(None) }
+            }
+        })
+    }
+
+    /// Sets the origin of what is built next to `origin`, whatever op is being built: a
+    /// transformation applying a node's rule gives the rule's nodes the node's origin in that
+    /// role. A node without an origin (a custom function's) sets `None`, so the public ops that
+    /// the user's rules call record their own lines.
+    pub(crate) fn set(origin: Option<Origin>) -> OpScope {
+        OpScope { restore: Some(CURRENT_OP.with(|c| c.replace(origin))) }
+    }
+}
+
+impl Drop for OpScope {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(prev) = self.restore {
+            CURRENT_OP.with(|c| c.set(prev));
+        }
+    }
+}
+
 /// One node of the graph: a primitive, its inputs, its outputs' specs and, once computed,
 /// their data.
 pub(crate) struct Node {
@@ -66,6 +160,8 @@ pub(crate) struct Node {
     /// sorting by it gives a topological order, the order the program built the graph in
     /// (see `graph::eval`).
     pub(crate) seq: u64,
+    /// The public op and line that built the node, when built inside one (see [`OpScope`]).
+    pub(crate) origin: Option<Origin>,
 }
 
 /// Source of [`Node::seq`]. Only its order matters; threads interleaving is harmless (any
@@ -109,6 +205,7 @@ impl Node {
             device,
             traces,
             seq: next_seq(),
+            origin: current_origin(),
         }
     }
 
@@ -135,6 +232,16 @@ impl Node {
     }
     pub(crate) fn inputs(&self) -> Vec<Array> {
         self.inputs.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    /// What errors of this node call it: the public op and the line that built it when known
+    /// (`take (src/main.rs:14:9)`), else the primitive's name.
+    pub(crate) fn describe(&self) -> String {
+        match (&self.origin, &self.kind) {
+            (Some(o), _) => o.to_string(),
+            (None, NodeKind::Op(p)) => p.name().to_string(),
+            (None, NodeKind::Leaf) => "a leaf".to_string(),
+            (None, NodeKind::Placeholder) => "a placeholder".to_string(),
+        }
     }
 }
 
@@ -191,6 +298,7 @@ impl Array {
             claimed: AtomicBool::new(true),
             traces: SmallVec::new(),
             seq: next_seq(),
+            origin: None,
         };
         Array { node: Arc::new(node), index: 0 }
     }
@@ -210,6 +318,7 @@ impl Array {
             claimed: AtomicBool::new(true),
             traces: SmallVec::new(),
             seq: next_seq(),
+            origin: None,
         };
         Array { node: Arc::new(node), index: 0 }
     }
@@ -235,6 +344,7 @@ impl Array {
             device: crate::backend::default_device(),
             traces: smallvec::smallvec![token.clone()],
             seq: next_seq(),
+            origin: None,
         };
         Array { node: Arc::new(node), index: 0 }
     }
@@ -250,6 +360,7 @@ impl Array {
     /// If the inputs are on different devices (0-d inputs follow the others; see
     /// [`Array::to_device`]), or an output's shape is too large for its dtype (the message
     /// names the primitive, the shape, the dtype and the caller's location).
+    #[doc(hidden)]
     #[track_caller]
     pub fn from_primitive_multi(prim: impl Primitive, mut inputs: Vec<Array>, specs: Vec<Spec>) -> Vec<Array> {
         for s in &specs {
@@ -268,6 +379,7 @@ impl Array {
     /// [`Array::to_device`]), or `shape` is too large for `dtype`: more than `usize::MAX`
     /// elements or more than `isize::MAX` bytes (see
     /// [`from_primitive_multi`](Array::from_primitive_multi)).
+    #[doc(hidden)]
     #[track_caller]
     pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
         crate::shape::check_shape(|| prim.name().to_string(), shape, dtype);
@@ -283,7 +395,19 @@ impl Array {
     /// `usize` (or its size in bytes `isize::MAX`).
     #[track_caller]
     pub fn from_slice<T: BufferElement>(data: &[T], shape: &[usize]) -> Array {
+        Array::check_fill("from_slice", data.len(), shape, T::DTYPE);
         Array::from_vec(data.to_vec(), shape)
+    }
+
+    /// Panics unless `len` elements of `dtype` fill an array of `shape` (`op` names the
+    /// constructor the user called).
+    #[track_caller]
+    fn check_fill(op: &'static str, len: usize, shape: &[usize], dtype: DType) {
+        crate::shape::check_shape(|| op.into(), shape, dtype);
+        let n = crate::shape::numel(shape);
+        if len != n {
+            panic!("cotangent::{op}: {len} elements of {dtype} do not fill shape {shape:?} ({n} elements)");
+        }
     }
 
     /// An array taking ownership of `data` with the given shape.
@@ -294,16 +418,7 @@ impl Array {
     /// for the length.
     #[track_caller]
     pub fn from_vec<T: BufferElement>(data: Vec<T>, shape: &[usize]) -> Array {
-        crate::shape::check_shape(|| "from_vec".into(), shape, T::DTYPE);
-        let n = crate::shape::numel(shape);
-        assert!(
-            data.len() == n,
-            "cotangent::from_vec: {} elements of {} do not fill shape {:?} ({} elements)",
-            data.len(),
-            T::DTYPE,
-            shape,
-            n
-        );
+        Array::check_fill("from_vec", data.len(), shape, T::DTYPE);
         Array::from_data(Data::from_vec(data, shape), shape, T::DTYPE).to_device(crate::backend::default_device())
     }
 
@@ -337,8 +452,7 @@ impl Array {
     /// Extent of axis `axis` (negative counts from the end).
     #[track_caller]
     pub fn dim(&self, axis: isize) -> usize {
-        let a = crate::shape::normalize_axis(axis, self.ndim())
-            .unwrap_or_else(|| panic!("cotangent::dim: axis {axis} out of range for shape {:?}", self.shape()));
+        let a = crate::ops::shape::axis_for("dim", axis, self.shape(), self.ndim());
         self.shape()[a]
     }
     /// Whether the array has been computed.
@@ -455,6 +569,7 @@ impl Array {
     /// ```
     #[track_caller]
     pub fn to_device(&self, device: Device) -> Array {
+        let _op = OpScope::enter("to_device");
         if self.device() == device {
             return self.clone();
         }

@@ -28,7 +28,9 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
-    /// Evaluation failed.
+    /// Evaluation failed. Errors of an op's computation start with the op the program called
+    /// and the line that called it, e.g. `take (src/main.rs:14:9): index 10 is out of range for
+    /// axis 0 of extent 2 (valid: -2..2)` (the gradient of an op reads `gradient of take (..)`).
     #[error("evaluation error: {0}")]
     Eval(String),
     /// Reading or writing a file failed.
@@ -36,10 +38,16 @@ pub enum Error {
     Io(String),
     /// A buffer could not be allocated (the machine has not got the memory, or an allocation
     /// of that size is refused). Returned by evaluation; the failed array keeps reporting it.
-    #[error("out of memory: {op} (a {dtype} result of shape {shape:?}) could not allocate a buffer of {bytes} bytes")]
+    #[error(
+        "out of memory{}: {op} (a {dtype} result of shape {shape:?}) could not allocate a buffer of {bytes} bytes",
+        in_origin(.origin)
+    )]
     OutOfMemory {
-        /// The op whose kernel failed to allocate.
+        /// The primitive whose kernel failed to allocate (`add`, `astype(float64)`,
+        /// `take_along_axis[0]`).
         op: String,
+        /// The public op and the line that built it (`take (src/main.rs:14:9)`), when known.
+        origin: Option<String>,
         /// The shape of the op's result.
         shape: Vec<usize>,
         /// The dtype of the op's result.
@@ -52,7 +60,11 @@ pub enum Error {
     Other(String),
 }
 
-/// `Result` with cotangent's [`Error`].
+fn in_origin(origin: &Option<String>) -> String {
+    origin.as_ref().map_or(String::new(), |o| format!(" in {o}"))
+}
+
+/// `Result` with cotangent's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<std::io::Error> for Error {
@@ -69,20 +81,38 @@ impl Error {
     /// failed, and the primitive running them adds its name and result with
     /// [`Error::in_op`].
     pub(crate) fn alloc_failed(bytes: usize, dtype: crate::DType) -> Error {
-        Error::OutOfMemory { op: UNNAMED_OP.to_string(), shape: Vec::new(), dtype, bytes }
+        Error::OutOfMemory { op: UNNAMED_OP.to_string(), origin: None, shape: Vec::new(), dtype, bytes }
     }
 
-    /// This error with the op's name and result spec filled in, when it is an
-    /// [`Error::OutOfMemory`] that has none yet; other errors are returned unchanged.
-    pub(crate) fn in_op(self, op: &dyn crate::primitive::Primitive, out: &crate::primitive::Spec) -> Error {
-        self.in_named_op(|| op.name().to_string(), &out.shape, out.dtype)
+    /// This error of the kernel of `node` with the node's context added: an
+    /// [`Error::OutOfMemory`] without context yet gets the primitive's name, its first
+    /// result's spec and the node's origin; an [`Error::Eval`] is prefixed with the public op
+    /// and the line that built the node (`take (src/main.rs:14:9): ...`), or the primitive's
+    /// name when the node was built outside a public op. Other errors are returned unchanged.
+    pub(crate) fn in_node(self, node: &crate::array::Node) -> Error {
+        match self {
+            Error::Eval(message) => Error::Eval(format!("{}: {message}", node.describe())),
+            e => {
+                let origin = node.origin.map(|o| o.to_string());
+                let out = &node.specs[0];
+                let name = || node.primitive().map_or_else(|| node.describe(), |p| p.name().to_string());
+                e.in_named_op(name, origin, &out.shape, out.dtype)
+            }
+        }
     }
 
-    /// [`Error::in_op`] with the op's name (formatted only when used) and result given apart.
-    pub(crate) fn in_named_op(self, op: impl FnOnce() -> String, shape: &[usize], dtype: crate::DType) -> Error {
+    /// When this is an [`Error::OutOfMemory`] without context yet: it with the op's name
+    /// (formatted only then), origin and result filled in; other errors are returned unchanged.
+    pub(crate) fn in_named_op(
+        self,
+        op: impl FnOnce() -> String,
+        origin: Option<String>,
+        shape: &[usize],
+        dtype: crate::DType,
+    ) -> Error {
         match self {
             Error::OutOfMemory { op: name, bytes, .. } if name == UNNAMED_OP => {
-                Error::OutOfMemory { op: op(), shape: shape.to_vec(), dtype, bytes }
+                Error::OutOfMemory { op: op(), origin, shape: shape.to_vec(), dtype, bytes }
             }
             e => e,
         }

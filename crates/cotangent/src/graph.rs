@@ -221,7 +221,8 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
             eval_call(call, &inputs_now, &node.specs)?
         }
         Op::ToDevice(device) => {
-            vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)?]
+            vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)
+                .map_err(|e| e.in_node(node))?]
         }
         _ => {
             let may_split = node.device == crate::Device::Cpu
@@ -233,10 +234,10 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
                 drop(inputs);
                 pool::run_kernel(place, may_split, move || {
                     let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
-                    // a kernel's allocation failure names only its size: the node adds its op
-                    // and result (`Error::in_op`)
+                    // a kernel's errors do not know their node: it adds its op, result and
+                    // origin (`Error::in_node`)
                     crate::backend::eval(owner.device, prim.op(), &inputs_now, &owner.specs)
-                        .map_err(|e| e.in_op(&**prim, &owner.specs[0]))
+                        .map_err(|e| e.in_node(&owner))
                 })?
             } else {
                 // The node lets go of its inputs now rather than after the kernel, and hands
@@ -247,7 +248,7 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
                 pool::run_kernel(place, may_split, move || {
                     let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
                     crate::backend::eval_owned(owner.device, prim.op(), owned, &owner.specs)
-                        .map_err(|e| e.in_op(&**prim, &owner.specs[0]))
+                        .map_err(|e| e.in_node(&owner))
                 })?
             }
         }
@@ -276,7 +277,10 @@ fn panic_error(node: &Node, payload: &(dyn std::any::Any + Send)) -> Error {
         NodeKind::Op(prim) => prim.name(),
         _ => "a leaf",
     };
-    Error::Eval(format!("computing `{name}` panicked: {message}"))
+    match &node.origin {
+        Some(origin) => Error::Eval(format!("{origin}: computing `{name}` panicked: {message}")),
+        None => Error::Eval(format!("computing `{name}` panicked: {message}")),
+    }
 }
 
 /// Evaluate a [`Call`](crate::primitives::graph::Call) node: rebuild its function on leaves

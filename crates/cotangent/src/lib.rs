@@ -17,7 +17,7 @@
 //!     .name("softplus")
 //!     .build();
 //!
-//! let loss = move |x: &[Array]| Ok::<_, ct::Error>(softplus(x)?[0].sum_all());
+//! let loss = move |x: &[Array]| softplus(x).map(|y| y[0].sum_all());
 //! let x = Array::from_slice(&[-1.0f64, 0.0, 2.0], &[3]);
 //!
 //! // first and second derivatives through the custom rule: sigmoid and sigmoid'
@@ -50,15 +50,28 @@
 #![warn(missing_docs)]
 
 pub mod array;
+// Devices' storage and kernels, the primitive trait and the primitives: the machinery behind
+// the ops, public for cotangent's own crates and tests (and for writing a new primitive), not
+// part of the documented API. Users reach devices through `Device` and the functions
+// re-exported below.
+#[doc(hidden)]
 pub mod backend;
 pub mod dtype;
 pub mod error;
+mod format;
 pub(crate) mod graph;
 pub mod ops;
+#[doc(hidden)]
 pub mod primitive;
+#[doc(hidden)]
 pub mod primitives;
 pub mod shape;
 pub mod transforms;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}
 
 #[doc(hidden)]
 #[cfg(feature = "test-hooks")]
@@ -116,6 +129,8 @@ pub use ops::{
     full_like,
     greater,
     greater_equal,
+    index,
+    index_axis,
     isinf,
     isnan,
     less,

@@ -181,7 +181,7 @@ fn binary_donates_either_side_with_broadcasting() {
     close(y.to_f64_vec().unwrap(), ref_ab(|p, q| q / p));
 
     // a scalar on the left: `2 - sin(x)` reuses sin's buffer as the second operand
-    let y = 2.0 - xa().sin();
+    let y: Array = 2.0 - xa().sin();
     let (_, d) = donations(|| y.eval().unwrap());
     assert_eq!(d, 2);
     close(y.to_f64_vec().unwrap(), a.iter().map(|v| 2.0 - v.sin()).collect());

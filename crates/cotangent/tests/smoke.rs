@@ -12,7 +12,7 @@ fn basic_forward() {
     assert!(x.to_vec::<f64>().is_err());
     let z = ct::zeros(&[3], DType::F32) + 1.0;
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![1.0; 3]);
-    assert_eq!((1.0 - &x).dtype(), DType::F32);
+    assert_eq!((1.0f64 - &x).dtype(), DType::F32);
     let m = x.max(&[0], true);
     assert_eq!(m.shape(), &[1, 2]);
     assert_eq!(m.to_vec::<f32>().unwrap(), vec![3.0, 4.0]);

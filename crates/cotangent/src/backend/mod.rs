@@ -1,12 +1,12 @@
 //! Backends: where arrays live and how the op descriptors of the primitives are computed.
 //!
 //! A primitive states *what* it computes as an [`Op`] descriptor; a backend, one per device,
-//! evaluates descriptors on its own storage. [`Storage`] is the data of one computed array on
-//! its device. The evaluator (`graph.rs`) only orders nodes and hands each to [`eval`], which
+//! evaluates descriptors on its own storage. `Storage` is the data of one computed array on
+//! its device. The evaluator (`graph.rs`) only orders nodes and hands each to `eval`, which
 //! picks the backend of the node's [`Device`]. Everything that only makes sense on one device
 //! (the CPU's thread pool and buffer donation; a GPU's streams and allocator) lives in that
-//! device's folder. Adding a device means a folder here, a [`Storage`] variant and an arm in
-//! [`eval`] and [`transfer`]; nothing under `primitives/`, `ops/` or `transforms/` changes.
+//! device's folder. Adding a device means a folder here, a `Storage` variant and an arm in
+//! `eval` and `transfer`; nothing under `primitives/`, `ops/` or `transforms/` changes.
 use crate::primitive::{Op, Spec};
 use crate::{Array, Result};
 use std::sync::atomic::{AtomicU64, Ordering};

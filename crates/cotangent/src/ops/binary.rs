@@ -6,9 +6,11 @@ use crate::{Array, DType};
 
 /// Apply a binary op to two arrays of the same dtype (broadcasting their shapes). Ops that
 /// need floats compute integer inputs in `f32`; comparisons and logical ops return bool.
+#[doc(hidden)]
 #[track_caller]
 pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
-    let shape = broadcast_shapes(a.shape(), b.shape()).unwrap_or_else(|| {
+    let _op = crate::array::OpScope::enter(op.name());
+    let Some(shape) = broadcast_shapes(a.shape(), b.shape()) else {
         panic!(
             "cotangent::{}: shapes {:?} ({}) and {:?} ({}) do not broadcast",
             op.name(),
@@ -17,7 +19,7 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
             b.shape(),
             b.dtype()
         )
-    });
+    };
     let (a, b) = if op.needs_float() && !a.dtype().is_float() {
         (a.astype(DType::F32), b.astype(DType::F32))
     } else if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
@@ -31,6 +33,7 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
 
 #[track_caller]
 fn binary_operands(op: BinaryOp, a: impl IntoOperand, b: impl IntoOperand) -> Array {
+    let _op = crate::array::OpScope::enter(op.name());
     let (a, b) = promote_operands(a.into_operand(), b.into_operand());
     binary(op, &a, &b)
 }
@@ -53,13 +56,25 @@ binary_ops! {
     subtract => Subtract,
     /// Element-wise `a * b`.
     multiply => Multiply,
-    /// Element-wise true division `a / b` (integers divide in `f32`).
+    /// Element-wise true division `a / b`, also the `/` operator. Integer (and bool) operands
+    /// divide in `float32`, as numpy's `/` divides in floats: `7 / 2` is `3.5`, `1 / 0` is
+    /// `inf` and `0 / 0` is NaN. For integer quotients use [`floor_divide`].
     divide => Divide,
-    /// Element-wise floor division (rounds toward negative infinity, as Python's `//`).
-    /// Integers wrap (`i32::MIN // -1 == i32::MIN`) and `x // 0 == 0`; nothing panics.
+    /// Element-wise floor division (rounds toward negative infinity, as Python's `//`); integer
+    /// operands give integers.
+    ///
+    /// **Integer division by zero gives 0**: `x // 0 == 0` for every integer dtype, as numpy
+    /// returns (numpy also warns; PyTorch raises). Evaluation is lazy and runs over whole
+    /// arrays, so there is no point to raise at; nothing panics. Integers wrap:
+    /// `i32::MIN // -1 == i32::MIN`. Floats follow IEEE: `1.0 // 0.0` is `inf`, `0.0 // 0.0`
+    /// is NaN.
     floor_divide => FloorDivide,
-    /// Element-wise remainder with the sign of the divisor (Python's `%`). Integers never
-    /// panic: `i32::MIN % -1 == 0` and `x % 0 == 0`.
+    /// Element-wise remainder with the sign of the divisor (Python's `%`), also the `%`
+    /// operator.
+    ///
+    /// **Integer remainder by zero gives 0**: `x % 0 == 0` for every integer dtype, as numpy
+    /// returns (see [`floor_divide`]); nothing panics, and `i32::MIN % -1 == 0`. For floats
+    /// `x % 0.0` is NaN.
     remainder => Remainder,
     /// Element-wise `a ^ b`.
     power => Power,
@@ -92,11 +107,20 @@ binary_ops! {
 /// `where`: elements of `a` where `cond` is true, of `b` elsewhere (all three broadcast).
 #[track_caller]
 pub fn select(cond: &Array, a: impl IntoOperand, b: impl IntoOperand) -> Array {
+    let _op = crate::array::OpScope::enter("select");
     let (a, b) = promote_operands(a.into_operand(), b.into_operand());
-    let shape =
-        broadcast_shapes(cond.shape(), a.shape()).and_then(|s| broadcast_shapes(&s, b.shape())).unwrap_or_else(|| {
-            panic!("cotangent::select: shapes {:?}, {:?} and {:?} do not broadcast", cond.shape(), a.shape(), b.shape())
-        });
+    let Some(shape) = broadcast_shapes(cond.shape(), a.shape()).and_then(|s| broadcast_shapes(&s, b.shape())) else {
+        panic!(
+            "cotangent::select: shapes {:?} ({}), {:?} ({}) and {:?} ({}) do not broadcast (condition, then the two \
+             choices)",
+            cond.shape(),
+            cond.dtype(),
+            a.shape(),
+            a.dtype(),
+            b.shape(),
+            b.dtype()
+        )
+    };
     let dtype = a.dtype();
     Array::from_primitive(Select, vec![cond.astype(DType::Bool), a, b], &shape, dtype)
 }
@@ -104,6 +128,7 @@ pub fn select(cond: &Array, a: impl IntoOperand, b: impl IntoOperand) -> Array {
 /// `x` limited to `[lo, hi]`; either bound may be `None`.
 #[track_caller]
 pub fn clip(x: &Array, lo: Option<impl IntoOperand>, hi: Option<impl IntoOperand>) -> Array {
+    let _op = crate::array::OpScope::enter("clip");
     let mut y = x.clone();
     if let Some(lo) = lo {
         y = maximum(&y, lo);
@@ -118,6 +143,7 @@ impl Array {
     /// `x` limited to `[lo, hi]`.
     #[track_caller]
     pub fn clip(&self, lo: impl IntoOperand, hi: impl IntoOperand) -> Array {
+        let _op = crate::array::OpScope::enter("clip");
         clip(self, Some(lo), Some(hi))
     }
 }
@@ -166,33 +192,46 @@ pub(crate) fn batch_align(inputs: &[Array], axes: &[Option<usize>]) -> (Vec<Arra
 }
 
 macro_rules! operators {
-    ($($tr:ident $method:ident => $op:ident),*) => {$(
+    ($($tr:ident $method:ident => $op:ident: $doc:literal),*) => {$(
         impl<R: IntoOperand> std::ops::$tr<R> for Array {
             type Output = Array;
+            #[doc = $doc]
             #[track_caller]
             fn $method(self, rhs: R) -> Array { binary_operands(BinaryOp::$op, self, rhs) }
         }
         impl<R: IntoOperand> std::ops::$tr<R> for &Array {
             type Output = Array;
+            #[doc = $doc]
             #[track_caller]
             fn $method(self, rhs: R) -> Array { binary_operands(BinaryOp::$op, self, rhs) }
         }
-        operators!(@scalar $tr $method $op: f64, i32);
+        operators!(@scalar $tr $method $op $doc: f32, f64, i32, i64, u32, u8, usize, isize);
     )*};
-    (@scalar $tr:ident $method:ident $op:ident: $($s:ty),*) => {$(
+    // a Rust number on the left: the same types as on the right (see `IntoOperand`)
+    (@scalar $tr:ident $method:ident $op:ident $doc:literal: $($s:ty),*) => {$(
         impl std::ops::$tr<Array> for $s {
             type Output = Array;
+            #[doc = $doc]
             #[track_caller]
             fn $method(self, rhs: Array) -> Array { binary_operands(BinaryOp::$op, self, rhs) }
         }
         impl std::ops::$tr<&Array> for $s {
             type Output = Array;
+            #[doc = $doc]
             #[track_caller]
             fn $method(self, rhs: &Array) -> Array { binary_operands(BinaryOp::$op, self, rhs) }
         }
     )*};
 }
-operators!(Add add => Add, Sub sub => Subtract, Mul mul => Multiply, Div div => Divide, Rem rem => Remainder);
+operators!(
+    Add add => Add: "Element-wise `a + b` (see [`add`]).",
+    Sub sub => Subtract: "Element-wise `a - b` (see [`subtract`]).",
+    Mul mul => Multiply: "Element-wise `a * b` (see [`multiply`]).",
+    Div div => Divide: "Element-wise true division (see [`divide`]): integer operands divide in `float32`, \
+        so `7 / 2` is `3.5` and `1 / 0` is `inf`; [`floor_divide`] keeps integers.",
+    Rem rem => Remainder: "Element-wise remainder with the sign of the divisor (see [`remainder`]); an \
+        integer `x % 0` is `0`."
+);
 
 impl std::ops::Neg for Array {
     type Output = Array;

@@ -17,33 +17,49 @@ pub(crate) fn scalar_i64(v: i64, dtype: DType) -> Array {
 /// element: no memory is used until an op writes a result.
 #[track_caller]
 pub fn full(shape: &[usize], v: f64, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("full");
+    full_named("full", shape, v, dtype)
+}
+
+/// [`full`] for the op named `op` (so a shape too large names the op the user called).
+#[track_caller]
+fn full_named(op: &'static str, shape: &[usize], v: f64, dtype: DType) -> Array {
+    crate::shape::check_shape(|| op.into(), shape, dtype);
     scalar_f64(v, dtype).broadcast_to(shape)
 }
 
 /// Zeros of `shape` and `dtype`.
 #[track_caller]
 pub fn zeros(shape: &[usize], dtype: DType) -> Array {
-    full(shape, 0.0, dtype)
+    let _op = crate::array::OpScope::enter("zeros");
+    full_named("zeros", shape, 0.0, dtype)
 }
 
 /// Ones of `shape` and `dtype`.
 #[track_caller]
 pub fn ones(shape: &[usize], dtype: DType) -> Array {
-    full(shape, 1.0, dtype)
+    let _op = crate::array::OpScope::enter("ones");
+    full_named("ones", shape, 1.0, dtype)
 }
 
 /// Zeros with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn zeros_like(x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("zeros_like");
     full_like(x, 0.0)
 }
 
 /// Ones with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn ones_like(x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("ones_like");
     full_like(x, 1.0)
 }
 
 /// `v` with the shape, dtype and device of `x`.
+#[track_caller]
 pub fn full_like(x: &Array, v: f64) -> Array {
+    let _op = crate::array::OpScope::enter("full_like");
     scalar_f64(v, x.dtype()).to_device(x.device()).broadcast_to(x.shape())
 }
 
@@ -63,7 +79,10 @@ fn materialise<T: BufferElement>(op: &'static str, shape: &[usize], mut f: impl 
             v.extend((0..n).map(&mut f));
             Array::from_vec(v, shape)
         }
-        Err(e) => Array::failed(shape, T::DTYPE, e.in_named_op(|| op.into(), shape, T::DTYPE)),
+        Err(e) => {
+            let origin = crate::array::current_origin().map(|o| o.to_string());
+            Array::failed(shape, T::DTYPE, e.in_named_op(|| op.into(), origin, shape, T::DTYPE))
+        }
     }
 }
 
@@ -78,6 +97,7 @@ fn materialise<T: BufferElement>(op: &'static str, shape: &[usize], mut f: impl 
 /// `isize::MAX` bytes of `dtype`, e.g. `arange(0.0, 1e30, 1.0, F32)`).
 #[track_caller]
 pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("arange");
     assert!(step != 0.0, "cotangent::arange: step must not be zero");
     let count = ((stop - start) / step).ceil().max(0.0);
     assert!(
@@ -97,6 +117,7 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Array {
 /// that fits but cannot be allocated gives an array that fails to evaluate.
 #[track_caller]
 pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("linspace");
     let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
     crate::dispatch_dtype!(dtype, T => materialise::<T>("linspace", &[num], |i| {
         <T as Element>::from_f64(if i + 1 == num && num > 1 { stop } else { start + i as f64 * step })
@@ -109,6 +130,7 @@ pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Array {
 /// If `n × m` elements of `dtype` cannot be an array (see [`arange`] for the size rule).
 #[track_caller]
 pub fn eye(n: usize, m: usize, k: isize, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("eye");
     mask("eye", n, m, dtype, |i, j| j as isize - i as isize == k)
 }
 
@@ -118,6 +140,7 @@ pub fn eye(n: usize, m: usize, k: isize, dtype: DType) -> Array {
 /// If `n × m` elements of `dtype` cannot be an array (see [`arange`] for the size rule).
 #[track_caller]
 pub fn tri(n: usize, m: usize, k: isize, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("tri");
     mask("tri", n, m, dtype, |i, j| j as isize - i as isize <= k)
 }
 
@@ -130,6 +153,7 @@ fn mask(op: &'static str, n: usize, m: usize, dtype: DType, f: impl Fn(usize, us
 /// The lower triangle (on and below diagonal `k`) of the last two axes; zeros elsewhere.
 #[track_caller]
 pub fn tril(x: &Array, k: isize) -> Array {
+    let _op = crate::array::OpScope::enter("tril");
     assert!(x.ndim() >= 2, "cotangent::tril: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
     crate::ops::select(&tri(n, m, k, DType::Bool).to_device(x.device()), x, zeros_like(x))
@@ -138,6 +162,7 @@ pub fn tril(x: &Array, k: isize) -> Array {
 /// The upper triangle (on and above diagonal `k`) of the last two axes; zeros elsewhere.
 #[track_caller]
 pub fn triu(x: &Array, k: isize) -> Array {
+    let _op = crate::array::OpScope::enter("triu");
     assert!(x.ndim() >= 2, "cotangent::triu: needs at least 2 axes, got shape {:?}", x.shape());
     let (n, m) = (x.shape()[x.ndim() - 2], x.shape()[x.ndim() - 1]);
     crate::ops::select(&tri(n, m, k - 1, DType::Bool).to_device(x.device()), zeros_like(x), x)
@@ -147,11 +172,13 @@ impl Array {
     /// Lower triangle, see [`tril`].
     #[track_caller]
     pub fn tril(&self, k: isize) -> Array {
+        let _op = crate::array::OpScope::enter("tril");
         tril(self, k)
     }
     /// Upper triangle, see [`triu`].
     #[track_caller]
     pub fn triu(&self, k: isize) -> Array {
+        let _op = crate::array::OpScope::enter("triu");
         triu(self, k)
     }
 }

@@ -29,21 +29,24 @@ fn along_axis_shape(op: &str, x: &Array, idx: &Array, axis: usize) -> Vec<usize>
         idx.shape(),
         x.shape()
     );
-    (0..x.ndim())
-        .map(|i| {
-            if i == axis {
-                return x.shape()[i];
-            }
-            broadcast_shapes(&[x.shape()[i]], &[idx.shape()[i]]).map(|s| s[0]).unwrap_or_else(|| {
-                panic!(
-                    "cotangent::{op}: indices of shape {:?} do not broadcast against the array's shape {:?} \
-                     on axis {i}",
-                    idx.shape(),
-                    x.shape()
-                )
-            })
-        })
-        .collect()
+    let mut shape = Vec::with_capacity(x.ndim());
+    for i in 0..x.ndim() {
+        if i == axis {
+            shape.push(x.shape()[i]);
+            continue;
+        }
+        match broadcast_shapes(&[x.shape()[i]], &[idx.shape()[i]]) {
+            Some(s) => shape.push(s[0]),
+            None => panic!(
+                "cotangent::{op}: indices of shape {:?} do not broadcast against the array's shape {:?} ({}) on \
+                 axis {i}",
+                idx.shape(),
+                x.shape(),
+                x.dtype()
+            ),
+        }
+    }
+    shape
 }
 
 fn with_axis(shape: &[usize], axis: usize, n: usize) -> Vec<usize> {
@@ -60,6 +63,7 @@ impl Array {
     /// If `axis` is out of range or `indices` is not an integer array.
     #[track_caller]
     pub fn take(&self, indices: &Array, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("take");
         check_indices("take", indices);
         let a = axis_for("take", axis, self.shape(), self.ndim());
         let (pre, post) = (&self.shape()[..a], &self.shape()[a + 1..]);
@@ -78,6 +82,7 @@ impl Array {
     /// If the ranks differ, the other axes do not broadcast, or `indices` is not integer.
     #[track_caller]
     pub fn take_along_axis(&self, indices: &Array, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("take_along_axis");
         check_indices("take_along_axis", indices);
         let a = axis_for("take_along_axis", axis, self.shape(), self.ndim());
         let s = along_axis_shape("take_along_axis", self, indices, a);
@@ -92,6 +97,7 @@ impl Array {
     /// indices the last one (in row-major order) wins; its gradient goes to that value only.
     #[track_caller]
     pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("put_along_axis");
         self.scatter_along("put_along_axis", ScatterMode::Put, indices, values, axis)
     }
 
@@ -100,6 +106,7 @@ impl Array {
     /// [`put_along_axis`](Array::put_along_axis).
     #[track_caller]
     pub fn scatter_add_along_axis(&self, indices: &Array, updates: &Array, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("scatter_add_along_axis");
         self.scatter_along("scatter_add_along_axis", ScatterMode::Add, indices, updates, axis)
     }
 
@@ -131,6 +138,7 @@ impl Array {
     /// `x.shape[..axis] ++ indices.shape ++ x.shape[axis+1..]` and is cast to `x`'s dtype.
     #[track_caller]
     pub fn scatter_add(&self, indices: &Array, updates: &Array, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("scatter_add");
         check_indices("scatter_add", indices);
         let a = axis_for("scatter_add", axis, self.shape(), self.ndim());
         let (pre, post) = (&self.shape()[..a], &self.shape()[a + 1..]);
@@ -157,26 +165,31 @@ impl Array {
 /// See [`Array::take`].
 #[track_caller]
 pub fn take(x: &Array, indices: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("take");
     x.take(indices, axis)
 }
 /// See [`Array::take_along_axis`].
 #[track_caller]
 pub fn take_along_axis(x: &Array, indices: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("take_along_axis");
     x.take_along_axis(indices, axis)
 }
 /// See [`Array::put_along_axis`].
 #[track_caller]
 pub fn put_along_axis(x: &Array, indices: &Array, values: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("put_along_axis");
     x.put_along_axis(indices, values, axis)
 }
 /// See [`Array::scatter_add_along_axis`].
 #[track_caller]
 pub fn scatter_add_along_axis(x: &Array, indices: &Array, updates: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("scatter_add_along_axis");
     x.scatter_add_along_axis(indices, updates, axis)
 }
 /// See [`Array::scatter_add`].
 #[track_caller]
 pub fn scatter_add(x: &Array, indices: &Array, updates: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("scatter_add");
     x.scatter_add(indices, updates, axis)
 }
 
@@ -184,6 +197,7 @@ pub fn scatter_add(x: &Array, indices: &Array, updates: &Array, axis: isize) -> 
 /// elsewhere, in `dtype`. Indices outside `[0, num_classes)` give all-zero rows (as JAX).
 #[track_caller]
 pub fn one_hot(indices: &Array, num_classes: usize, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("one_hot");
     check_indices("one_hot", indices);
     let classes = crate::ops::arange(0.0, num_classes as f64, 1.0, DType::I64);
     indices.astype(DType::I64).expand_dims(&[-1]).equal(&classes).astype(dtype)

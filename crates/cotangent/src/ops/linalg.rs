@@ -8,6 +8,7 @@ impl Array {
     /// Matrix product with numpy's `matmul` semantics; see [`matmul`].
     #[track_caller]
     pub fn matmul(&self, other: &Array) -> Array {
+        let _op = crate::array::OpScope::enter("matmul");
         matmul(self, other)
     }
 }
@@ -34,6 +35,7 @@ impl Array {
 /// If an operand is 0-d, the contracted extents differ or the batch axes do not broadcast.
 #[track_caller]
 pub fn matmul(a: &Array, b: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("matmul");
     assert!(
         a.ndim() >= 1 && b.ndim() >= 1,
         "cotangent::matmul: operands must have at least one axis, got shapes {:?} ({}) and {:?} ({})",
@@ -51,15 +53,25 @@ pub fn matmul(a: &Array, b: &Array) -> Array {
     let k = sa[na - 1];
     assert!(
         k == sb[nb - 2],
-        "cotangent::matmul: contracted extents differ: shapes {:?} and {:?} (last axis of the first \
+        "cotangent::matmul: contracted extents differ: shapes {:?} ({}) and {:?} ({}) (last axis of the first \
          must equal the {} axis of the second)",
         a.shape(),
+        a.dtype(),
         b.shape(),
+        b.dtype(),
         if b1 { "only" } else { "second-to-last" }
     );
-    let batch = broadcast_shapes(&sa[..na - 2], &sb[..nb - 2]).unwrap_or_else(|| {
-        panic!("cotangent::matmul: batch axes of shapes {:?} and {:?} do not broadcast", a.shape(), b.shape())
-    });
+    let Some(batch) = broadcast_shapes(&sa[..na - 2], &sb[..nb - 2]) else {
+        panic!(
+            "cotangent::matmul: batch axes {:?} and {:?} of shapes {:?} ({}) and {:?} ({}) do not broadcast",
+            &sa[..na - 2],
+            &sb[..nb - 2],
+            a.shape(),
+            a.dtype(),
+            b.shape(),
+            b.dtype()
+        )
+    };
     let mut out: Shape = batch.clone();
     out.push(sa[na - 2]);
     out.push(sb[nb - 1]);
@@ -77,6 +89,7 @@ pub fn matmul(a: &Array, b: &Array) -> Array {
 /// The outer product of two arrays (flattened first, as numpy): `out[i, j] = a[i] * b[j]`.
 #[track_caller]
 pub fn outer(a: &Array, b: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("outer");
     let a = a.reshape_exact(&[a.size(), 1]);
     let b = b.reshape_exact(&[1, b.size()]);
     a * b
@@ -120,6 +133,7 @@ impl From<(Vec<isize>, Vec<isize>)> for TensordotAxes {
 /// On bad or repeated axes, or contracted extents that differ.
 #[track_caller]
 pub fn tensordot(a: &Array, b: &Array, axes: impl Into<TensordotAxes>) -> Array {
+    let _op = crate::array::OpScope::enter("tensordot");
     let (ax_a, ax_b): (Vec<usize>, Vec<usize>) = match axes.into() {
         TensordotAxes::N(n) => {
             assert!(
@@ -133,8 +147,8 @@ pub fn tensordot(a: &Array, b: &Array, axes: impl Into<TensordotAxes>) -> Array 
         TensordotAxes::Pairs(pa, pb) => {
             assert!(pa.len() == pb.len(), "cotangent::tensordot: axis lists {pa:?} and {pb:?} have different lengths");
             (
-                pa.iter().map(|&x| super::shape::axis_for("tensordot", x, a.shape(), a.ndim())).collect(),
-                pb.iter().map(|&x| super::shape::axis_for("tensordot", x, b.shape(), b.ndim())).collect(),
+                super::shape::axes_for("tensordot", &pa, a.shape(), a.ndim()),
+                super::shape::axes_for("tensordot", &pb, b.shape(), b.ndim()),
             )
         }
     };
@@ -193,11 +207,15 @@ fn parse_term(spec: &str, term: &str) -> Vec<char> {
 /// extents that disagree for one letter, or a subscript count that differs from an operand's rank.
 #[track_caller]
 pub fn einsum(spec: &str, operands: &[Array]) -> Array {
+    let _op = crate::array::OpScope::enter("einsum");
     let (lhs, out_spec) = match spec.split_once("->") {
         Some((l, r)) => (l, Some(r)),
         None => (spec, None),
     };
-    let terms: Vec<Vec<char>> = lhs.split(',').map(|t| parse_term(spec, t)).collect();
+    let mut terms: Vec<Vec<char>> = Vec::new();
+    for t in lhs.split(',') {
+        terms.push(parse_term(spec, t));
+    }
     assert!(
         terms.len() == operands.len(),
         "cotangent::einsum: {spec:?} names {} operands but {} were given",

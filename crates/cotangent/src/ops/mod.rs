@@ -4,6 +4,20 @@
 //! operators on `Array` and `&Array` with arrays and Rust scalars on either side. Misuse
 //! (shapes that do not broadcast, a bad axis) panics with a message naming the op, the shapes
 //! and dtypes, reported at the caller's location.
+//!
+//! # Rust numbers as operands
+//!
+//! `f32`, `f64`, `i32`, `i64`, `u32`, `u8`, `usize` and `isize` work on either side of
+//! `+ - * / %` (`2.0f32 * &x`, `&x / 2u8`) and as the operand of the binary ops. A number is
+//! weakly typed: the array's dtype wins (`x_f32 * 2.0f64` is `float32`, an integer array times
+//! a float is `float32`); see [`dtype`](crate::dtype).
+//!
+//! An unsuffixed literal on the left (`1.0 - &x`) could be any of those types to Rust, which
+//! settles it (as `f64` or `i32`) only after the whole function is read, so a method cannot be
+//! called on the result directly: `(1.0 - &x).exp()` and `let y = 1.0 - &x; y.eval()` stop at
+//! "type annotations needed". Suffix the literal (`1.0f32 - &x`: the suffix does not change the
+//! result's dtype), name the result's type (`let y: Array = 1.0 - &x;`), or put the array first
+//! (`-&x + 1.0`). Passing the result to a function or an operator needs nothing.
 pub mod binary;
 pub mod creation;
 pub mod index;

@@ -49,6 +49,7 @@ pub fn key(seed: u64) -> Array {
 /// `n` new keys, shape `[n, 2]`. Row `i` equals [`fold_in`]`(key, i)`.
 #[track_caller]
 pub fn split(key: &Array, n: usize) -> Array {
+    let _op = crate::array::OpScope::enter("random::split");
     check_key("split", key);
     draw(key, Dist::Split(n), &[n, 2], DType::U32)
 }
@@ -56,18 +57,27 @@ pub fn split(key: &Array, n: usize) -> Array {
 /// Two new keys (rows 0 and 1 of [`split`]`(key, 2)`).
 #[track_caller]
 pub fn split2(key: &Array) -> (Array, Array) {
+    let _op = crate::array::OpScope::enter("random::split2");
+    check_key("split2", key);
     (fold_in(key, 0), fold_in(key, 1))
 }
 
 /// `n` new keys as separate arrays (the rows of [`split`]`(key, n)`).
 #[track_caller]
 pub fn split_keys(key: &Array, n: usize) -> Vec<Array> {
-    (0..n as u32).map(|i| fold_in(key, i)).collect()
+    let _op = crate::array::OpScope::enter("random::split_keys");
+    check_key("split_keys", key);
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n as u32 {
+        keys.push(fold_in(key, i));
+    }
+    keys
 }
 
 /// A new key derived from `key` and the integer `data` (e.g. a step counter).
 #[track_caller]
 pub fn fold_in(key: &Array, data: u32) -> Array {
+    let _op = crate::array::OpScope::enter("random::fold_in");
     check_key("fold_in", key);
     draw(key, Dist::FoldIn(data), &[2], DType::U32)
 }
@@ -75,6 +85,7 @@ pub fn fold_in(key: &Array, data: u32) -> Array {
 /// Uniformly random `u32` bits of `shape`.
 #[track_caller]
 pub fn bits(key: &Array, shape: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("random::bits");
     check_key("bits", key);
     draw(key, Dist::Bits, shape, DType::U32)
 }
@@ -91,6 +102,7 @@ fn check_float(op: &str, dtype: DType) {
 /// If `dtype` is not a float type or `lo > hi`.
 #[track_caller]
 pub fn uniform(key: &Array, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("random::uniform");
     check_key("uniform", key);
     check_float("uniform", dtype);
     assert!(lo <= hi, "cotangent::random::uniform: lo {lo} > hi {hi}");
@@ -100,6 +112,7 @@ pub fn uniform(key: &Array, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> 
 /// Standard normal samples (`sqrt(2) * erfinv(u)`, `u` uniform on `(-1, 1)`, as JAX).
 #[track_caller]
 pub fn normal(key: &Array, shape: &[usize], dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("random::normal");
     check_key("normal", key);
     check_float("normal", dtype);
     draw(key, Dist::Normal, shape, dtype)
@@ -111,6 +124,7 @@ pub fn normal(key: &Array, shape: &[usize], dtype: DType) -> Array {
 /// If `dtype` is not a float type or `lo >= hi`.
 #[track_caller]
 pub fn truncated_normal(key: &Array, lo: f64, hi: f64, shape: &[usize], dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("random::truncated_normal");
     check_key("truncated_normal", key);
     check_float("truncated_normal", dtype);
     assert!(lo < hi, "cotangent::random::truncated_normal: need lo < hi, got {lo} and {hi}");
@@ -123,6 +137,7 @@ pub fn truncated_normal(key: &Array, lo: f64, hi: f64, shape: &[usize], dtype: D
 /// If `dtype` is not an integer type or `lo >= hi`.
 #[track_caller]
 pub fn randint(key: &Array, lo: i64, hi: i64, shape: &[usize], dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("random::randint");
     check_key("randint", key);
     assert!(dtype.is_int(), "cotangent::random::randint: dtype must be an integer type, got {dtype}");
     assert!(lo < hi, "cotangent::random::randint: need lo < hi, got {lo} and {hi}");
@@ -132,6 +147,7 @@ pub fn randint(key: &Array, lo: i64, hi: i64, shape: &[usize], dtype: DType) -> 
 /// Standard Gumbel samples (`-log(-log(u))`).
 #[track_caller]
 pub fn gumbel(key: &Array, shape: &[usize], dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("random::gumbel");
     check_key("gumbel", key);
     check_float("gumbel", dtype);
     draw(key, Dist::Gumbel, shape, dtype)
@@ -141,6 +157,7 @@ pub fn gumbel(key: &Array, shape: &[usize], dtype: DType) -> Array {
 /// number or an array broadcastable to `shape`.
 #[track_caller]
 pub fn bernoulli(key: &Array, p: impl crate::ops::IntoOperand, shape: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("random::bernoulli");
     check_key("bernoulli", key);
     let u = uniform(key, shape, 0.0, 1.0, DType::F32);
     u.less(p)
@@ -151,6 +168,7 @@ pub fn bernoulli(key: &Array, p: impl crate::ops::IntoOperand, shape: &[usize]) 
 /// shape without `axis`.
 #[track_caller]
 pub fn categorical(key: &Array, logits: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("random::categorical");
     check_key("categorical", key);
     assert!(logits.ndim() >= 1, "cotangent::random::categorical: logits must have at least one axis");
     let ax = crate::ops::shape::axis_for("random::categorical", axis, logits.shape(), logits.ndim());
@@ -162,6 +180,7 @@ pub fn categorical(key: &Array, logits: &Array, axis: isize) -> Array {
 /// A random permutation of `0..n` as `i32`.
 #[track_caller]
 pub fn permutation(key: &Array, n: usize) -> Array {
+    let _op = crate::array::OpScope::enter("random::permutation");
     check_key("permutation", key);
     draw(key, Dist::Permutation(n), &[n], DType::I32)
 }

@@ -3,7 +3,7 @@
 //!
 //! Also the row reductions with fused kernels — [`logsumexp`], [`softmax`], [`argmax`] /
 //! [`argmin`] — the cumulative scans [`cumsum`] / [`cumprod`], the boolean [`all`] / [`any`],
-//! and [`var`] / [`std`] (compositions of the above, so they need no rules of their own).
+//! and [`var`] / [`std()`] (compositions of the above, so they need no rules of their own).
 use super::shape::axis_for;
 use crate::primitives::reduce::{ArgReduce, ArgReduceOp, LogSumExp, Reduce, ReduceOp, Scan, ScanOp, Softmax};
 use crate::{Array, DType};
@@ -19,7 +19,7 @@ pub(crate) fn reduce_keepdims(op: ReduceOp, x: &Array, mut axes: Vec<usize>) -> 
 /// Normalise the axes of a reduction named `op`.
 #[track_caller]
 pub(crate) fn reduce_axes(op: &str, x: &Array, axes: &[isize]) -> Vec<usize> {
-    let mut v: Vec<usize> = axes.iter().map(|&a| axis_for(op, a, x.shape(), x.ndim())).collect();
+    let mut v = super::shape::axes_for(op, axes, x.shape(), x.ndim());
     v.sort_unstable();
     let n = v.len();
     v.dedup();
@@ -73,44 +73,55 @@ impl Array {
     /// Sum over `axes` (bool and u8 sum in i32/u32).
     #[track_caller]
     pub fn sum(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("sum");
         reduce(ReduceOp::Sum, self, axes, keepdims)
     }
     /// Sum of all elements (a 0-d array).
+    #[track_caller]
     pub fn sum_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("sum_all");
         reduce(ReduceOp::Sum, self, &all_axes(self), false)
     }
     /// Product over `axes`.
     #[track_caller]
     pub fn prod(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("prod");
         reduce(ReduceOp::Prod, self, axes, keepdims)
     }
     /// Product of all elements.
+    #[track_caller]
     pub fn prod_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("prod_all");
         reduce(ReduceOp::Prod, self, &all_axes(self), false)
     }
     /// Maximum over `axes` (NaN propagates).
     #[track_caller]
     pub fn max(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("max");
         reduce(ReduceOp::Max, self, axes, keepdims)
     }
     /// Maximum of all elements.
     #[track_caller]
     pub fn max_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("max_all");
         reduce(ReduceOp::Max, self, &all_axes(self), false)
     }
     /// Minimum over `axes` (NaN propagates).
     #[track_caller]
     pub fn min(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("min");
         reduce(ReduceOp::Min, self, axes, keepdims)
     }
     /// Minimum of all elements.
     #[track_caller]
     pub fn min_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("min_all");
         reduce(ReduceOp::Min, self, &all_axes(self), false)
     }
     /// Mean over `axes` (integers average in `f32`).
     #[track_caller]
     pub fn mean(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("mean");
         if axes.is_empty() {
             return self.astype(self.dtype().to_float());
         }
@@ -120,7 +131,9 @@ impl Array {
         x.sum(axes, keepdims) / n as f64
     }
     /// Mean of all elements.
+    #[track_caller]
     pub fn mean_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("mean_all");
         self.mean(&all_axes(self), false)
     }
 }
@@ -128,26 +141,31 @@ impl Array {
 /// See [`Array::sum`].
 #[track_caller]
 pub fn sum(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("sum");
     x.sum(axes, keepdims)
 }
 /// See [`Array::prod`].
 #[track_caller]
 pub fn prod(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("prod");
     x.prod(axes, keepdims)
 }
 /// See [`Array::max`].
 #[track_caller]
 pub fn max(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("max");
     x.max(axes, keepdims)
 }
 /// See [`Array::min`].
 #[track_caller]
 pub fn min(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("min");
     x.min(axes, keepdims)
 }
 /// See [`Array::mean`].
 #[track_caller]
 pub fn mean(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("mean");
     x.mean(axes, keepdims)
 }
 
@@ -215,19 +233,25 @@ impl Array {
     /// Whether every element over `axes` is true (nonzero); `true` over no elements. Returns bool.
     #[track_caller]
     pub fn all(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("all");
         reduce(ReduceOp::All, &self.astype(DType::Bool), axes, keepdims)
     }
     /// Whether every element is true (a 0-d bool array).
+    #[track_caller]
     pub fn all_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("all_all");
         self.all(&all_axes(self), false)
     }
     /// Whether any element over `axes` is true (nonzero); `false` over no elements. Returns bool.
     #[track_caller]
     pub fn any(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("any");
         reduce(ReduceOp::Any, &self.astype(DType::Bool), axes, keepdims)
     }
     /// Whether any element is true (a 0-d bool array).
+    #[track_caller]
     pub fn any_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("any_all");
         self.any(&all_axes(self), false)
     }
 
@@ -235,6 +259,7 @@ impl Array {
     /// (integers in `f32`). `n <= ddof` gives inf or NaN, as numpy.
     #[track_caller]
     pub fn var(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+        let _op = crate::array::OpScope::enter("var");
         let ax = reduce_axes("var", self, axes);
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         let x = to_float(self);
@@ -242,16 +267,21 @@ impl Array {
         d.square().sum(axes, keepdims) / (n as f64 - ddof as f64)
     }
     /// Variance of all elements, see [`var`](Array::var).
+    #[track_caller]
     pub fn var_all(&self, ddof: usize) -> Array {
+        let _op = crate::array::OpScope::enter("var_all");
         self.var(&all_axes(self), false, ddof)
     }
     /// Standard deviation over `axes`: the square root of [`var`](Array::var).
     #[track_caller]
     pub fn std(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+        let _op = crate::array::OpScope::enter("std");
         self.var(axes, keepdims, ddof).sqrt()
     }
     /// Standard deviation of all elements.
+    #[track_caller]
     pub fn std_all(&self, ddof: usize) -> Array {
+        let _op = crate::array::OpScope::enter("std_all");
         self.std(&all_axes(self), false, ddof)
     }
 
@@ -262,21 +292,25 @@ impl Array {
     /// If the axis is out of range or has extent 0.
     #[track_caller]
     pub fn argmax(&self, axis: isize, keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("argmax");
         arg_reduce(ArgReduceOp::ArgMax, self, axis, keepdims)
     }
     /// Index of the maximum in the flattened array (a 0-d `u32` array).
     #[track_caller]
     pub fn argmax_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("argmax_all");
         arg_reduce_all(ArgReduceOp::ArgMax, self)
     }
     /// Index of the minimum along `axis` as `u32`; ties give the first index, NaN wins.
     #[track_caller]
     pub fn argmin(&self, axis: isize, keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("argmin");
         arg_reduce(ArgReduceOp::ArgMin, self, axis, keepdims)
     }
     /// Index of the minimum in the flattened array (a 0-d `u32` array).
     #[track_caller]
     pub fn argmin_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("argmin_all");
         arg_reduce_all(ArgReduceOp::ArgMin, self)
     }
 
@@ -284,6 +318,7 @@ impl Array {
     /// Over no elements it is `-inf`; an empty `axes` list returns `x` (as a float).
     #[track_caller]
     pub fn logsumexp(&self, axes: &[isize], keepdims: bool) -> Array {
+        let _op = crate::array::OpScope::enter("logsumexp");
         let x = to_float(self);
         if axes.is_empty() {
             return x;
@@ -292,7 +327,9 @@ impl Array {
         finish(logsumexp_keepdims(&x, ax.clone()), x.shape(), &ax, keepdims)
     }
     /// `log(sum(exp(x)))` of all elements.
+    #[track_caller]
     pub fn logsumexp_all(&self) -> Array {
+        let _op = crate::array::OpScope::enter("logsumexp_all");
         self.logsumexp(&all_axes(self), false)
     }
 
@@ -300,6 +337,7 @@ impl Array {
     /// stable and fused (integers in `f32`). An empty `axes` list gives ones.
     #[track_caller]
     pub fn softmax(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("softmax");
         let x = to_float(self);
         if axes.is_empty() {
             return crate::ops::ones_like(&x);
@@ -311,12 +349,14 @@ impl Array {
     /// Inclusive cumulative sum along `axis` (bool sums in `i32`, `u8` in `u32`).
     #[track_caller]
     pub fn cumsum(&self, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("cumsum");
         scan_op(ScanOp::Sum, self, axis, false, true)
     }
     /// Cumulative sum along `axis`, from the end when `reverse`; `inclusive == false` gives the
     /// exclusive scan (each output leaves out its own element, the first is 0).
     #[track_caller]
     pub fn cumsum_opts(&self, axis: isize, reverse: bool, inclusive: bool) -> Array {
+        let _op = crate::array::OpScope::enter("cumsum_opts");
         scan_op(ScanOp::Sum, self, axis, reverse, inclusive)
     }
     /// Inclusive cumulative product along `axis`.
@@ -325,12 +365,14 @@ impl Array {
     /// gives inf/NaN gradients at that position.
     #[track_caller]
     pub fn cumprod(&self, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("cumprod");
         scan_op(ScanOp::Prod, self, axis, false, true)
     }
     /// Cumulative product along `axis` with `reverse` / `inclusive` as in
     /// [`cumsum_opts`](Array::cumsum_opts) (an exclusive product starts at 1).
     #[track_caller]
     pub fn cumprod_opts(&self, axis: isize, reverse: bool, inclusive: bool) -> Array {
+        let _op = crate::array::OpScope::enter("cumprod_opts");
         scan_op(ScanOp::Prod, self, axis, reverse, inclusive)
     }
 }
@@ -338,60 +380,72 @@ impl Array {
 /// See [`Array::all`].
 #[track_caller]
 pub fn all(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("all");
     x.all(axes, keepdims)
 }
 /// See [`Array::any`].
 #[track_caller]
 pub fn any(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("any");
     x.any(axes, keepdims)
 }
 /// See [`Array::var`].
 #[track_caller]
 pub fn var(x: &Array, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+    let _op = crate::array::OpScope::enter("var");
     x.var(axes, keepdims, ddof)
 }
 /// See [`Array::std`].
 #[track_caller]
 pub fn std(x: &Array, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
+    let _op = crate::array::OpScope::enter("std");
     x.std(axes, keepdims, ddof)
 }
 /// See [`Array::argmax`].
 #[track_caller]
 pub fn argmax(x: &Array, axis: isize, keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("argmax");
     x.argmax(axis, keepdims)
 }
 /// See [`Array::argmin`].
 #[track_caller]
 pub fn argmin(x: &Array, axis: isize, keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("argmin");
     x.argmin(axis, keepdims)
 }
 /// See [`Array::logsumexp`].
 #[track_caller]
 pub fn logsumexp(x: &Array, axes: &[isize], keepdims: bool) -> Array {
+    let _op = crate::array::OpScope::enter("logsumexp");
     x.logsumexp(axes, keepdims)
 }
 /// See [`Array::softmax`].
 #[track_caller]
 pub fn softmax(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("softmax");
     x.softmax(axes)
 }
 /// See [`Array::cumsum`].
 #[track_caller]
 pub fn cumsum(x: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("cumsum");
     x.cumsum(axis)
 }
 /// See [`Array::cumsum_opts`].
 #[track_caller]
 pub fn cumsum_opts(x: &Array, axis: isize, reverse: bool, inclusive: bool) -> Array {
+    let _op = crate::array::OpScope::enter("cumsum_opts");
     x.cumsum_opts(axis, reverse, inclusive)
 }
 /// See [`Array::cumprod`].
 #[track_caller]
 pub fn cumprod(x: &Array, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("cumprod");
     x.cumprod(axis)
 }
 /// See [`Array::cumprod_opts`].
 #[track_caller]
 pub fn cumprod_opts(x: &Array, axis: isize, reverse: bool, inclusive: bool) -> Array {
+    let _op = crate::array::OpScope::enter("cumprod_opts");
     x.cumprod_opts(axis, reverse, inclusive)
 }

@@ -5,10 +5,32 @@ use crate::shape::{broadcast_shapes, normalize_axis, numel, Shape};
 use crate::Array;
 
 /// Normalise an axis for `op`, panicking with a clear message when out of range.
+///
+/// The panic is raised here, in a `#[track_caller]` function (never inside a closure, which
+/// would not forward the location), so it points at the line that called the public op —
+/// provided every function between that op and this one is `#[track_caller]` too and calls it
+/// outside closures (use a loop, or [`axes_for`], to normalise several axes).
 #[track_caller]
 pub(crate) fn axis_for(op: &str, axis: isize, x_shape: &[usize], ndim: usize) -> usize {
-    normalize_axis(axis, ndim)
-        .unwrap_or_else(|| panic!("cotangent::{op}: axis {axis} is out of range for shape {x_shape:?}"))
+    match normalize_axis(axis, ndim) {
+        Some(a) => a,
+        None if ndim == x_shape.len() => {
+            panic!("cotangent::{op}: axis {axis} is out of range for shape {x_shape:?} ({ndim} axes)")
+        }
+        None => {
+            panic!("cotangent::{op}: axis {axis} is out of range for a result of {ndim} axes (input shape {x_shape:?})")
+        }
+    }
+}
+
+/// [`axis_for`] of every axis in `axes`, in order.
+#[track_caller]
+pub(crate) fn axes_for(op: &str, axes: &[isize], x_shape: &[usize], ndim: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        out.push(axis_for(op, a, x_shape, ndim));
+    }
+    out
 }
 
 impl Array {
@@ -16,46 +38,46 @@ impl Array {
     /// is contiguous.
     #[track_caller]
     pub fn reshape(&self, shape: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("reshape");
         let n = self.size();
         let known = shape.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| k.checked_mul(d as usize));
         let Some(known) = known else {
             panic!(
-                "cotangent::reshape: cannot reshape {:?} to {shape:?}: the element count of the target overflows usize",
-                self.shape()
+                "cotangent::reshape: cannot reshape {:?} ({}) to {shape:?}: the element count of the target \
+                 overflows usize",
+                self.shape(),
+                self.dtype()
             )
         };
         let holes = shape.iter().filter(|&&d| d < 0).count();
-        assert!(
-            holes <= 1 && shape.iter().all(|&d| d >= -1),
-            "cotangent::reshape: at most one -1 allowed, got {shape:?}"
-        );
-        let target: Shape = shape
-            .iter()
-            .map(|&d| {
-                if d >= 0 {
-                    d as usize
-                } else {
-                    assert!(
-                        known != 0 && n.is_multiple_of(known),
-                        "cotangent::reshape: cannot reshape {:?} to {shape:?}",
-                        self.shape()
-                    );
-                    n / known
-                }
-            })
-            .collect();
+        if holes > 1 || shape.iter().any(|&d| d < -1) {
+            panic!("cotangent::reshape: at most one -1 allowed (the others must be >= 0), got {shape:?}");
+        }
+        let mut target = Shape::with_capacity(shape.len());
+        for &d in shape {
+            if d >= 0 {
+                target.push(d as usize);
+            } else if known != 0 && n.is_multiple_of(known) {
+                target.push(n / known);
+            } else {
+                panic!(
+                    "cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}: the -1 cannot be \
+                     inferred, {n} is not a multiple of {known}",
+                    self.shape()
+                );
+            }
+        }
         crate::shape::check_shape(|| "reshape".into(), &target, self.dtype());
-        assert!(
-            numel(&target) == n,
-            "cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}",
-            self.shape()
-        );
+        if numel(&target) != n {
+            panic!("cotangent::reshape: cannot reshape {:?} ({n} elements) to {shape:?}", self.shape());
+        }
         self.reshape_exact(&target)
     }
 
     /// Reshape to an exact shape (no `-1`).
     #[track_caller]
     pub fn reshape_exact(&self, shape: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("reshape_exact");
         if self.shape() == shape {
             return self.clone();
         }
@@ -65,7 +87,9 @@ impl Array {
     }
 
     /// Flatten to one axis.
+    #[track_caller]
     pub fn flatten(&self) -> Array {
+        let _op = crate::array::OpScope::enter("flatten");
         self.reshape_exact(&[self.size()])
     }
 
@@ -73,12 +97,13 @@ impl Array {
     /// reverses the axes.
     #[track_caller]
     pub fn transpose(&self, perm: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("transpose");
         let nd = self.ndim();
         if perm.is_empty() {
             return self.permute(&(0..nd).rev().collect::<Vec<_>>());
         }
         assert!(perm.len() == nd, "cotangent::transpose: permutation {perm:?} does not fit shape {:?}", self.shape());
-        let p: Vec<usize> = perm.iter().map(|&a| axis_for("transpose", a, self.shape(), nd)).collect();
+        let p = axes_for("transpose", perm, self.shape(), nd);
         let mut seen = vec![false; nd];
         for &a in &p {
             assert!(!seen[a], "cotangent::transpose: {perm:?} is not a permutation");
@@ -96,7 +121,9 @@ impl Array {
     }
 
     /// The last two axes swapped (the matrix transpose); a 1-D array is returned unchanged.
+    #[track_caller]
     pub fn t(&self) -> Array {
+        let _op = crate::array::OpScope::enter("t");
         if self.ndim() < 2 {
             return self.clone();
         }
@@ -106,6 +133,7 @@ impl Array {
     /// Swap two axes.
     #[track_caller]
     pub fn swapaxes(&self, a: isize, b: isize) -> Array {
+        let _op = crate::array::OpScope::enter("swapaxes");
         let nd = self.ndim();
         let (a, b) = (axis_for("swapaxes", a, self.shape(), nd), axis_for("swapaxes", b, self.shape(), nd));
         let mut p: Vec<usize> = (0..nd).collect();
@@ -116,6 +144,7 @@ impl Array {
     /// Move axis `src` to position `dst`.
     #[track_caller]
     pub fn moveaxis(&self, src: isize, dst: isize) -> Array {
+        let _op = crate::array::OpScope::enter("moveaxis");
         let nd = self.ndim();
         let (s, d) = (axis_for("moveaxis", src, self.shape(), nd), axis_for("moveaxis", dst, self.shape(), nd));
         let mut p: Vec<usize> = (0..nd).filter(|&i| i != s).collect();
@@ -126,6 +155,7 @@ impl Array {
     /// Broadcast to `shape` (numpy rules); a view.
     #[track_caller]
     pub fn broadcast_to(&self, shape: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("broadcast_to");
         if self.shape() == shape {
             return self.clone();
         }
@@ -138,8 +168,9 @@ impl Array {
     /// Insert unit axes at the given positions (positions in the result; negative allowed).
     #[track_caller]
     pub fn expand_dims(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("expand_dims");
         let nd = self.ndim() + axes.len();
-        let mut ax: Vec<usize> = axes.iter().map(|&a| axis_for("expand_dims", a, self.shape(), nd)).collect();
+        let mut ax = axes_for("expand_dims", axes, self.shape(), nd);
         ax.sort_unstable();
         ax.dedup();
         assert!(ax.len() == axes.len(), "cotangent::expand_dims: repeated axis in {axes:?}");
@@ -158,11 +189,12 @@ impl Array {
     /// Remove unit axes: the given ones, or all when `axes` is empty.
     #[track_caller]
     pub fn squeeze(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("squeeze");
         let nd = self.ndim();
         let ax: Vec<usize> = if axes.is_empty() {
             (0..nd).filter(|&i| self.shape()[i] == 1).collect()
         } else {
-            axes.iter().map(|&a| axis_for("squeeze", a, self.shape(), nd)).collect()
+            axes_for("squeeze", axes, self.shape(), nd)
         };
         for &a in &ax {
             assert!(self.shape()[a] == 1, "cotangent::squeeze: axis {a} of shape {:?} is not of size 1", self.shape());
@@ -175,40 +207,49 @@ impl Array {
 /// See [`Array::reshape`].
 #[track_caller]
 pub fn reshape(x: &Array, shape: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("reshape");
     x.reshape(shape)
 }
 /// See [`Array::flatten`].
+#[track_caller]
 pub fn flatten(x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter("flatten");
     x.flatten()
 }
 /// See [`Array::transpose`].
 #[track_caller]
 pub fn transpose(x: &Array, perm: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("transpose");
     x.transpose(perm)
 }
 /// See [`Array::swapaxes`].
 #[track_caller]
 pub fn swapaxes(x: &Array, a: isize, b: isize) -> Array {
+    let _op = crate::array::OpScope::enter("swapaxes");
     x.swapaxes(a, b)
 }
 /// See [`Array::moveaxis`].
 #[track_caller]
 pub fn moveaxis(x: &Array, src: isize, dst: isize) -> Array {
+    let _op = crate::array::OpScope::enter("moveaxis");
     x.moveaxis(src, dst)
 }
 /// See [`Array::broadcast_to`].
 #[track_caller]
 pub fn broadcast_to(x: &Array, shape: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("broadcast_to");
     x.broadcast_to(shape)
 }
 /// See [`Array::expand_dims`].
 #[track_caller]
 pub fn expand_dims(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("expand_dims");
     x.expand_dims(axes)
 }
 /// See [`Array::squeeze`].
 #[track_caller]
 pub fn squeeze(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("squeeze");
     x.squeeze(axes)
 }
 
@@ -304,10 +345,13 @@ pub(crate) fn concatenate_raw(xs: &[Array], axis: usize) -> Array {
     }
     let mut shape = Shape::from_slice(xs[0].shape());
     let joined = xs.iter().try_fold(0usize, |n, x| n.checked_add(x.shape()[axis]));
-    shape[axis] = joined.unwrap_or_else(|| {
-        let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
-        panic!("cotangent::concatenate: the joined extent of axis {axis} of shapes {shapes:?} overflows usize")
-    });
+    shape[axis] = match joined {
+        Some(n) => n,
+        None => {
+            let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
+            panic!("cotangent::concatenate: the joined extent of axis {axis} of shapes {shapes:?} overflows usize")
+        }
+    };
     crate::shape::check_shape(|| "concatenate".into(), &shape, xs[0].dtype());
     Array::from_primitive(Concatenate(axis), xs.to_vec(), &shape, xs[0].dtype())
 }
@@ -395,9 +439,72 @@ impl Array {
     /// If the lengths disagree, more axes are given than `self` has, or a step is zero.
     #[track_caller]
     pub fn slice(&self, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("slice");
         let st: Vec<Option<isize>> = starts.iter().map(|&v| Some(v)).collect();
         let sp: Vec<Option<isize>> = stops.iter().map(|&v| Some(v)).collect();
         slice_raw(self, slice_params("slice", self, &st, &sp, steps))
+    }
+
+    /// Row `i` of the first axis, numpy's `x[i]`: an array of shape `x.shape()[1..]`.
+    /// Negative `i` counts from the end. A view; differentiable (the gradient of the row goes
+    /// back to row `i`).
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array};
+    /// let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2]);
+    /// assert_eq!(x.index(-1).to_vec::<f32>()?, vec![5.0, 6.0]);
+    /// assert_eq!(x.index(1).index(0).item::<f32>()?, 3.0);
+    /// # Ok::<(), ct::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If `self` is 0-d or `i` is out of range (reported at the caller's line).
+    #[track_caller]
+    pub fn index(&self, i: isize) -> Array {
+        let _op = crate::array::OpScope::enter("index");
+        if self.ndim() == 0 {
+            panic!("cotangent::index: a 0-d array ({}) has no axis to index (index {i})", self.dtype());
+        }
+        self.index_in("index", 0, i)
+    }
+
+    /// Entry `i` of axis `axis`, numpy's `x[.., i, ..]` (or `np.take(x, i, axis)` with a
+    /// scalar `i`): `self`'s shape without that axis. Negative `axis` and `i` count from the
+    /// end. A view; differentiable.
+    ///
+    /// ```
+    /// use cotangent::Array;
+    /// let x = Array::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3]);
+    /// assert_eq!(x.index_axis(1, -1).to_vec::<i32>().unwrap(), vec![3, 6]);
+    /// ```
+    ///
+    /// # Panics
+    /// If `axis` or `i` is out of range (reported at the caller's line).
+    #[track_caller]
+    pub fn index_axis(&self, axis: isize, i: isize) -> Array {
+        let _op = crate::array::OpScope::enter("index_axis");
+        let a = axis_for("index_axis", axis, self.shape(), self.ndim());
+        self.index_in("index_axis", a, i)
+    }
+
+    /// Entry `i` of the normalised axis `a`, for op `op`.
+    #[track_caller]
+    fn index_in(&self, op: &str, a: usize, i: isize) -> Array {
+        let n = self.shape()[a];
+        let Some(k) = normalize_axis(i, n) else {
+            panic!(
+                "cotangent::{op}: index {i} is out of range for axis {a} of extent {n} (shape {:?}, {})",
+                self.shape(),
+                self.dtype()
+            )
+        };
+        let nd = self.ndim();
+        let mut s = Slice { starts: vec![0; nd], steps: vec![1; nd], shape: Shape::from_slice(self.shape()) };
+        s.starts[a] = k;
+        s.shape[a] = 1;
+        let mut out = Shape::from_slice(self.shape());
+        out.remove(a);
+        slice_raw(self, s).reshape_exact(&out)
     }
 
     /// Slice one axis: `x[.., start:stop:step, ..]` with numpy semantics (`None` is the open
@@ -407,6 +514,7 @@ impl Array {
     /// If `axis` is out of range or `step` is zero.
     #[track_caller]
     pub fn slice_axis(&self, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> Array {
+        let _op = crate::array::OpScope::enter("slice_axis");
         let nd = self.ndim();
         let a = axis_for("slice_axis", axis, self.shape(), nd);
         let mut st = vec![None; a + 1];
@@ -426,6 +534,7 @@ impl Array {
     /// As [`slice`](Array::slice), or if `update` does not broadcast to the region.
     #[track_caller]
     pub fn slice_update(&self, update: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("slice_update");
         let st: Vec<Option<isize>> = starts.iter().map(|&v| Some(v)).collect();
         let sp: Vec<Option<isize>> = stops.iter().map(|&v| Some(v)).collect();
         let s = slice_params("slice_update", self, &st, &sp, steps);
@@ -447,12 +556,9 @@ impl Array {
     /// If an axis is out of range or repeated.
     #[track_caller]
     pub fn flip(&self, axes: &[isize]) -> Array {
+        let _op = crate::array::OpScope::enter("flip");
         let nd = self.ndim();
-        let ax: Vec<usize> = if axes.is_empty() {
-            (0..nd).collect()
-        } else {
-            axes.iter().map(|&a| axis_for("flip", a, self.shape(), nd)).collect()
-        };
+        let ax: Vec<usize> = if axes.is_empty() { (0..nd).collect() } else { axes_for("flip", axes, self.shape(), nd) };
         let mut s = Slice { starts: vec![0; nd], steps: vec![1; nd], shape: Shape::from_slice(self.shape()) };
         for &a in &ax {
             assert!(s.steps[a] == 1, "cotangent::flip: axis {a} repeated in {axes:?}");
@@ -480,6 +586,7 @@ impl Array {
     /// If `axis` is out of range, `n` is zero, or `n` does not divide the axis.
     #[track_caller]
     pub fn split(&self, spec: impl Into<SplitSpec>, axis: isize) -> Vec<Array> {
+        let _op = crate::array::OpScope::enter("split");
         let nd = self.ndim();
         let a = axis_for("split", axis, self.shape(), nd);
         let n = self.shape()[a];
@@ -524,6 +631,7 @@ impl Array {
     /// If `widths` has neither one entry nor one per axis.
     #[track_caller]
     pub fn pad(&self, widths: &[(usize, usize)], value: f64) -> Array {
+        let _op = crate::array::OpScope::enter("pad");
         let nd = self.ndim();
         assert!(
             widths.len() == nd || widths.len() == 1,
@@ -535,14 +643,16 @@ impl Array {
         if (0..nd).all(|i| w(i) == (0, 0)) {
             return self.clone();
         }
-        let shape: Vec<usize> = (0..nd)
-            .map(|i| {
-                let (b, a) = w(i);
-                self.shape()[i].checked_add(b).and_then(|d| d.checked_add(a)).unwrap_or_else(|| {
+        let mut shape: Vec<usize> = Vec::with_capacity(nd);
+        for i in 0..nd {
+            let (b, a) = w(i);
+            match self.shape()[i].checked_add(b).and_then(|d| d.checked_add(a)) {
+                Some(d) => shape.push(d),
+                None => {
                     panic!("cotangent::pad: padding axis {i} of shape {:?} by ({b}, {a}) overflows usize", self.shape())
-                })
-            })
-            .collect();
+                }
+            }
+        }
         crate::shape::check_shape(|| "pad".into(), &shape, self.dtype());
         let starts: Vec<usize> = (0..nd).map(|i| w(i).0).collect();
         let base = crate::ops::full(&shape, value, self.dtype());
@@ -556,6 +666,7 @@ impl Array {
     /// `reps` applies to the trailing axes; a longer one adds leading axes).
     #[track_caller]
     pub fn tile(&self, reps: &[usize]) -> Array {
+        let _op = crate::array::OpScope::enter("tile");
         let nd = self.ndim().max(reps.len());
         let mut xs: Vec<usize> = vec![1; nd - self.ndim()];
         xs.extend_from_slice(self.shape());
@@ -568,15 +679,13 @@ impl Array {
         // [d0, d1, ..] -> [1, d0, 1, d1, ..] -> broadcast [r0, d0, r1, d1, ..] -> [r0*d0, ..]
         let inter: Vec<usize> = xs.iter().flat_map(|&d| [1, d]).collect();
         let big: Vec<usize> = xs.iter().zip(&rs).flat_map(|(&d, &r)| [r, d]).collect();
-        let out: Vec<usize> = xs
-            .iter()
-            .zip(&rs)
-            .map(|(&d, &r)| {
-                d.checked_mul(r).unwrap_or_else(|| {
-                    panic!("cotangent::tile: tiling shape {:?} by {reps:?} overflows usize", self.shape())
-                })
-            })
-            .collect();
+        let mut out: Vec<usize> = Vec::with_capacity(nd);
+        for (&d, &r) in xs.iter().zip(&rs) {
+            match d.checked_mul(r) {
+                Some(e) => out.push(e),
+                None => panic!("cotangent::tile: tiling shape {:?} by {reps:?} overflows usize", self.shape()),
+            }
+        }
         crate::shape::check_shape(|| "tile".into(), &out, self.dtype());
         x.reshape_exact(&inter).broadcast_to(&big).reshape_exact(&out)
     }
@@ -588,6 +697,7 @@ impl Array {
     /// If `axis` is out of range.
     #[track_caller]
     pub fn repeat(&self, repeats: usize, axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("repeat");
         let nd = self.ndim();
         let a = axis_for("repeat", axis, self.shape(), nd);
         if repeats == 1 {
@@ -597,9 +707,13 @@ impl Array {
         let mut big = x.shape().to_vec();
         big[a + 1] = repeats;
         let mut out = self.shape().to_vec();
-        out[a] = out[a].checked_mul(repeats).unwrap_or_else(|| {
-            panic!("cotangent::repeat: repeating axis {a} of shape {:?} {repeats} times overflows usize", self.shape())
-        });
+        out[a] = match out[a].checked_mul(repeats) {
+            Some(e) => e,
+            None => panic!(
+                "cotangent::repeat: repeating axis {a} of shape {:?} {repeats} times overflows usize",
+                self.shape()
+            ),
+        };
         crate::shape::check_shape(|| "repeat".into(), &out, self.dtype());
         x.broadcast_to(&big).reshape_exact(&out)
     }
@@ -608,12 +722,14 @@ impl Array {
     /// See [`concatenate`].
     #[track_caller]
     pub fn concatenate(xs: &[Array], axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("concatenate");
         concatenate(xs, axis)
     }
 
     /// Join arrays of one shape along a new axis, as numpy's `stack`. See [`stack`].
     #[track_caller]
     pub fn stack(xs: &[Array], axis: isize) -> Array {
+        let _op = crate::array::OpScope::enter("stack");
         stack(xs, axis)
     }
 }
@@ -632,6 +748,7 @@ impl Array {
 /// If `xs` is empty, an array is 0-d, ranks or extents disagree, or `axis` is out of range.
 #[track_caller]
 pub fn concatenate(xs: &[Array], axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("concatenate");
     assert!(!xs.is_empty(), "cotangent::concatenate: needs at least one array");
     let nd = xs[0].ndim();
     let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
@@ -653,6 +770,7 @@ pub fn concatenate(xs: &[Array], axis: isize) -> Array {
 /// If `xs` is empty, the shapes differ, or `axis` is out of range.
 #[track_caller]
 pub fn stack(xs: &[Array], axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("stack");
     assert!(!xs.is_empty(), "cotangent::stack: needs at least one array");
     let shapes: Vec<&[usize]> = xs.iter().map(|x| x.shape()).collect();
     assert!(xs.iter().all(|x| x.shape() == xs[0].shape()), "cotangent::stack: shapes {shapes:?} differ");
@@ -668,40 +786,60 @@ pub fn stack(xs: &[Array], axis: isize) -> Array {
 /// See [`Array::slice`].
 #[track_caller]
 pub fn slice(x: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("slice");
     x.slice(starts, stops, steps)
+}
+/// See [`Array::index`].
+#[track_caller]
+pub fn index(x: &Array, i: isize) -> Array {
+    let _op = crate::array::OpScope::enter("index");
+    x.index(i)
+}
+/// See [`Array::index_axis`].
+#[track_caller]
+pub fn index_axis(x: &Array, axis: isize, i: isize) -> Array {
+    let _op = crate::array::OpScope::enter("index_axis");
+    x.index_axis(axis, i)
 }
 /// See [`Array::slice_axis`].
 #[track_caller]
 pub fn slice_axis(x: &Array, axis: isize, start: Option<isize>, stop: Option<isize>, step: isize) -> Array {
+    let _op = crate::array::OpScope::enter("slice_axis");
     x.slice_axis(axis, start, stop, step)
 }
 /// See [`Array::slice_update`].
 #[track_caller]
 pub fn slice_update(x: &Array, update: &Array, starts: &[isize], stops: &[isize], steps: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("slice_update");
     x.slice_update(update, starts, stops, steps)
 }
 /// See [`Array::flip`].
 #[track_caller]
 pub fn flip(x: &Array, axes: &[isize]) -> Array {
+    let _op = crate::array::OpScope::enter("flip");
     x.flip(axes)
 }
 /// See [`Array::split`].
 #[track_caller]
 pub fn split(x: &Array, spec: impl Into<SplitSpec>, axis: isize) -> Vec<Array> {
+    let _op = crate::array::OpScope::enter("split");
     x.split(spec, axis)
 }
 /// See [`Array::pad`].
 #[track_caller]
 pub fn pad(x: &Array, widths: &[(usize, usize)], value: f64) -> Array {
+    let _op = crate::array::OpScope::enter("pad");
     x.pad(widths, value)
 }
 /// See [`Array::tile`].
 #[track_caller]
 pub fn tile(x: &Array, reps: &[usize]) -> Array {
+    let _op = crate::array::OpScope::enter("tile");
     x.tile(reps)
 }
 /// See [`Array::repeat`].
 #[track_caller]
 pub fn repeat(x: &Array, repeats: usize, axis: isize) -> Array {
+    let _op = crate::array::OpScope::enter("repeat");
     x.repeat(repeats, axis)
 }

@@ -4,8 +4,10 @@ use crate::{Array, DType};
 
 /// Apply a unary op; integer and bool inputs of transcendental ops are computed in `f32`, and
 /// `floor`/`ceil`/`round` of integers are the identity.
+#[doc(hidden)]
 #[track_caller]
 pub fn unary(op: UnaryOp, x: &Array) -> Array {
+    let _op = crate::array::OpScope::enter(op.name());
     let dt = x.dtype();
     match op {
         UnaryOp::LogicalNot => {
@@ -98,13 +100,17 @@ unary_ops! {
 impl Array {
     /// This array converted to `dtype` (no node when it already has it). Float to integer
     /// conversion truncates toward zero and saturates, as Rust's `as`.
+    #[track_caller]
     pub fn astype(&self, dtype: DType) -> Array {
+        let _op = crate::array::OpScope::enter("astype");
         astype(self, dtype)
     }
 }
 
 /// `x` converted to `dtype`.
+#[track_caller]
 pub fn astype(x: &Array, dtype: DType) -> Array {
+    let _op = crate::array::OpScope::enter("astype");
     if x.dtype() == dtype {
         return x.clone();
     }

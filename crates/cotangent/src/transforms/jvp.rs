@@ -1,6 +1,7 @@
 //! Forward mode: trace, then push tangents through the JVP rules in graph order.
 use super::vjp::trace;
 use super::{check_like, traced_by, IntoOutputs};
+use crate::array::{OpScope, Role};
 use crate::graph::topo_order;
 use crate::graph::IdMap;
 use crate::{Array, Error, Result};
@@ -53,7 +54,10 @@ where
         }
         let n_out = node.specs.len();
         let siblings: Vec<Array> = (0..n_out).map(|index| Array { node: node.clone(), index }).collect();
-        let outs = prim.jvp(&inputs, &tangents, &argnums, &siblings)?;
+        let outs = {
+            let _origin = OpScope::set(node.origin.map(|o| o.with_role(Role::Tangent)));
+            prim.jvp(&inputs, &tangents, &argnums, &siblings)?
+        };
         if outs.len() != n_out {
             return Err(Error::Transform(format!(
                 "the jvp rule of {} returned {} tangents for {} outputs",

@@ -75,7 +75,7 @@ pub fn stop_gradient(x: &Array) -> Array {
 /// Under `vjp` the cotangents pass through to `inputs` and the dependencies get zeros; under
 /// `jvp` the tangents of `inputs` pass through; under `vmap` the batch axes pass through.
 /// Its use: order a recomputation after the forward outputs it should follow (see
-/// [`checkpoint`](crate::checkpoint)).
+/// [`checkpoint`]).
 pub fn depends(inputs: &[Array], dependencies: &[Array]) -> Vec<Array> {
     if dependencies.is_empty() {
         return inputs.to_vec();

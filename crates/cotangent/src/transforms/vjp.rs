@@ -1,6 +1,6 @@
 //! Reverse mode: trace, then apply VJP rules from the outputs back to the inputs.
 use super::{call, check_like, make_tracers, traced_by, IntoOutputs};
-use crate::array::{TraceGuard, TraceToken};
+use crate::array::{OpScope, Role, TraceGuard, TraceToken};
 use crate::graph::topo_order;
 use crate::graph::IdMap;
 use crate::primitive::AsAny;
@@ -69,7 +69,10 @@ pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<A
         if argnums.is_empty() {
             continue;
         }
-        let grads = prim.vjp(&inputs, &out_cots, &argnums, &siblings)?;
+        let grads = {
+            let _origin = OpScope::set(node.origin.map(|o| o.with_role(Role::Gradient)));
+            prim.vjp(&inputs, &out_cots, &argnums, &siblings)?
+        };
         if grads.len() != argnums.len() {
             return Err(Error::Transform(format!(
                 "the vjp rule of {} returned {} cotangents for {} inputs",

@@ -1,7 +1,7 @@
 //! Vectorising map: trace with the batch axis removed, then rewrite every traced node with its
 //! batching rule.
 use super::{traced_by, IntoOutputs};
-use crate::array::{TraceGuard, TraceToken};
+use crate::array::{OpScope, TraceGuard, TraceToken};
 use crate::graph::topo_order;
 use crate::graph::IdMap;
 use crate::shape::normalize_axis;
@@ -106,6 +106,7 @@ where
         let (xs, axes): (Vec<Array>, Vec<Option<usize>>) =
             inputs.iter().map(|x| map.get(&x.id()).cloned().unwrap_or((x.clone(), None))).unzip();
         let n_out = node.specs.len();
+        let _origin = OpScope::set(node.origin);
         let (outs, oaxes) = if axes.iter().all(|a| a.is_none()) {
             if xs.iter().zip(&inputs).all(|(x, i)| x.id() == i.id()) {
                 // built on the trace but not on batched values (e.g. after stop_gradient of a

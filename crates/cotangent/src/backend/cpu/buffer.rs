@@ -36,9 +36,9 @@ pub fn memory_limit() -> usize {
     })
 }
 
-/// An empty vector with room for exactly `len` elements, or [`Error::OutOfMemory`]
-/// (`crate::Error`) when the memory cannot be had: more than [`memory_limit`], or refused by
-/// the allocator.
+/// An empty vector with room for exactly `len` elements, or
+/// [`Error::OutOfMemory`](crate::Error::OutOfMemory) when the memory cannot be had: more than
+/// [`memory_limit`], or refused by the allocator.
 #[inline]
 pub fn try_with_capacity<T: BufferElement>(len: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();
@@ -89,7 +89,7 @@ pub enum Buffer {
     F64(Vec<f64>),
 }
 
-/// Conversion between typed vectors and [`Buffer`]s; implemented for every [`Element`].
+/// Conversion between typed vectors and `Buffer`s; implemented for every [`Element`].
 pub trait BufferElement: Element {
     /// Wrap a vector.
     fn into_buffer(v: Vec<Self>) -> Buffer;

@@ -22,7 +22,7 @@ pub fn broadcast_strides(in_shape: &[usize], in_strides: &[isize], out_shape: &[
 }
 
 /// A new vector of `len` elements, written by `fill(start, chunk)` for consecutive chunks of
-/// [`CHUNK`] elements (in parallel at or above [`PARALLEL_THRESHOLD`], else one call for all).
+/// `CHUNK` elements (in parallel at or above [`PARALLEL_THRESHOLD`], else one call for all).
 ///
 /// The buffer is not zeroed first (that saves a pass over the output, a third of the traffic of
 /// a large memory-bound kernel). It is allocated fallibly: `Err(Error::OutOfMemory)` when the

@@ -61,8 +61,10 @@ fn wrap(k: i64, n: usize) -> Option<usize> {
     }
 }
 
-fn range_error(op: &str, k: i64, axis: usize, n: usize) -> crate::Error {
-    crate::Error::Eval(format!("{op}: index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})"))
+/// The error of index `k` out of range; the node that ran the kernel adds its op and where it
+/// was built (`take (src/main.rs:14:9): index 10 is out of range ...`).
+fn range_error(k: i64, axis: usize, n: usize) -> crate::Error {
+    crate::Error::Eval(format!("index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})"))
 }
 
 /// `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along `axis`; `idx` has `x`'s rank and the same
@@ -101,7 +103,7 @@ pub fn gather_along_axis<T: BufferElement, I: BufferElement>(
         },
     );
     match bad {
-        Some(k) => Err(range_error("take_along_axis", k, axis, n)),
+        Some(k) => Err(range_error(k, axis, n)),
         None => Ok(out),
     }
 }
@@ -147,7 +149,7 @@ pub fn scatter_along_axis<T: BufferElement, I: BufferElement>(
         },
     );
     match bad {
-        Some(k) => Err(range_error("scatter_along_axis", k, axis, n)),
+        Some(k) => Err(range_error(k, axis, n)),
         None => Ok(out),
     }
 }

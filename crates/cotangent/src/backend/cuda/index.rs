@@ -35,8 +35,9 @@ fn bad_cell(x: &CudaData) -> Result<CudaData> {
     Ok(cell)
 }
 
-/// Read the bad-index cell; `Err` with the CPU's message when an index was out of range.
-fn report(what: &str, cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis: usize, n: usize) -> Result<()> {
+/// Read the bad-index cell; `Err` with the CPU's message when an index was out of range (the
+/// node adds the op and where it was built).
+fn report(cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis: usize, n: usize) -> Result<()> {
     let pos = cell.to_host(&[1])?.buf.as_slice::<i64>()[0];
     if pos == -1 {
         return Ok(());
@@ -46,9 +47,7 @@ fn report(what: &str, cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis
         use crate::dtype::Element;
         host.buf.as_slice::<T>()[pos as usize].to_i64()
     });
-    Err(idx
-        .device()
-        .error(format!("{what}: index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})")))
+    Err(idx.device().error(format!("index {k} is out of range for axis {axis} of extent {n} (valid: -{n}..{n})")))
 }
 
 /// `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along `axis`; `idx` has `x`'s rank and the same
@@ -95,7 +94,7 @@ extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__
         &mut pb as *mut u64 as *mut c_void,
     ];
     dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
-    report("take_along_axis", &cell, idx, idx_shape, axis, n)?;
+    report(&cell, idx, idx_shape, axis, n)?;
     Ok(out)
 }
 
@@ -190,6 +189,6 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
         &mut pb as *mut u64 as *mut c_void,
     ];
     dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
-    report("scatter_add_along_axis", &cell, idx, idx_shape, axis, n)?;
+    report(&cell, idx, idx_shape, axis, n)?;
     Ok(out)
 }
