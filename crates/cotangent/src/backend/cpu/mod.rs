@@ -10,6 +10,7 @@ pub(crate) mod pool;
 pub mod random;
 pub mod reduce;
 pub mod strided;
+pub mod sum;
 pub mod transpose;
 pub mod vmath;
 
