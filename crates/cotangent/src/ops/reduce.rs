@@ -294,7 +294,8 @@ impl Array {
         arg_reduce_all(ArgReduceOp::ArgMin, self)
     }
 
-    /// `log(sum(exp(x)))` over `axes`, computed stably in one fused pass (integers in `f32`).
+    /// `log(sum(exp(x)))` over `axes`, computed stably in one fused pass (integers in `f32`),
+    /// the exponentials summed pairwise as in [`sum`](Array::sum).
     /// Over no elements it is `-inf`; an empty `axes` list returns `x` (as a float).
     #[track_caller]
     pub fn logsumexp(&self, axes: &[isize], keepdims: bool) -> Array {
@@ -311,7 +312,9 @@ impl Array {
     }
 
     /// Softmax over `axes` (jointly, as one distribution per position of the other axes),
-    /// stable and fused (integers in `f32`). An empty `axes` list gives ones.
+    /// stable and fused (integers in `f32`); the normaliser is summed pairwise as in
+    /// [`sum`](Array::sum), so long rows still sum to 1 (2^25 zeros: each `2^-25`). An empty
+    /// `axes` list gives ones.
     #[track_caller]
     pub fn softmax(&self, axes: &[isize]) -> Array {
         let x = to_float(self);

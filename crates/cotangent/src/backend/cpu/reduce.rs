@@ -1,6 +1,7 @@
 //! Reduction kernels over arbitrary axes of strided inputs.
 use super::buffer::{BufferElement, Data};
 use super::strided::for_each_row;
+use super::sum::{sum_slice, SumAcc};
 use crate::shape::{contiguous_strides, numel};
 
 /// Reduce the axes where `out_shape` (same rank as `shape`, keepdims) has extent 1 and `shape`
@@ -163,32 +164,29 @@ pub fn arg_extremum<T: PartialOrd + Copy>(row: &[T], is_max: bool) -> u32 {
 }
 
 /// Numerically stable `log(sum(exp(row)))`: `-inf` for an empty row or one of `-inf`s, `+inf`
-/// if any element is `+inf`, NaN if any is NaN.
-pub fn logsumexp_row<A: super::math::Float>(row: &[A]) -> A {
+/// if any element is `+inf`, NaN if any is NaN. The exponentials are summed pairwise
+/// ([`sum_slice`](super::sum::sum_slice)).
+pub fn logsumexp_row<A: super::math::Float + SumAcc>(row: &[A]) -> A {
     let mut m = A::NEG_INFINITY;
     for &v in row {
         m = m.max_nan(v);
     }
     let shift = if m.is_nan() || m.is_infinite() { A::ZERO } else { m };
-    let mut s = A::ZERO;
-    for &v in row {
-        s = s + (v - shift).exp();
-    }
+    let s = sum_slice(row, &|v: A| (v - shift).exp());
     shift + s.ln()
 }
 
-/// Stable softmax of one row into `out`: max-subtract, exponentiate and sum, then scale.
-pub fn softmax_row<A: super::math::Float>(row: &[A], out: &mut [A]) {
+/// Stable softmax of one row into `out`: max-subtract, exponentiate, sum (pairwise,
+/// [`sum_slice`](super::sum::sum_slice)), then scale.
+pub fn softmax_row<A: super::math::Float + SumAcc>(row: &[A], out: &mut [A]) {
     let mut m = A::NEG_INFINITY;
     for &v in row {
         m = m.max_nan(v);
     }
-    let mut s = A::ZERO;
     for (o, &v) in out.iter_mut().zip(row) {
-        let e = (v - m).exp();
-        *o = e;
-        s = s + e;
+        *o = (v - m).exp();
     }
+    let s = sum_slice(out, &|v: A| v);
     let inv = A::ONE / s;
     for o in out.iter_mut() {
         *o = *o * inv;
