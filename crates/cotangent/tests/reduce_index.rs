@@ -85,10 +85,11 @@ fn ref_logsumexp(g: &[f64]) -> f64 {
     m + g.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
 }
 
+/// numpy's variance: the divisor `n - ddof` is clamped at 0 (so 0 elements give 0 / 0 = NaN).
 fn ref_var(g: &[f64], ddof: usize) -> f64 {
     let n = g.len() as f64;
     let m = g.iter().sum::<f64>() / n;
-    g.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - ddof as f64)
+    g.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - ddof as f64).max(0.0)
 }
 
 fn ref_arg(g: &[f64], is_max: bool) -> f64 {
@@ -851,4 +852,27 @@ fn vmap_rules_match_loops() {
     let g = ct::vmap(ct::grad(|a: &[Array]| a[0].logsumexp_all()), &[Some(0)], &[Some(0)]);
     let xs = rng.array(&[3, 6], -1.0, 1.0);
     assert_close(&vals(&g(&[xs.clone()]).unwrap()[0]), &vals(&xs.softmax(&[-1])), 1e-12, "vmap(grad(logsumexp))");
+}
+
+// ----- var and std with ddof >= n --------------------------------------------------------------
+
+#[test]
+fn var_with_ddof_at_least_n_is_inf_or_nan() {
+    let x = Array::from_slice(&[1.0f32, 2.0], &[2]);
+    assert_eq!(x.var_all(3).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.var_all(2).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.std_all(3).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.var_all(1).item::<f32>().unwrap(), 0.5);
+    // no deviation at all: 0 / 0
+    assert!(Array::from_slice(&[4.0f64], &[1]).var_all(1).item::<f64>().unwrap().is_nan());
+    assert!(Array::from_slice(&[1.0f32, 1.0], &[2]).var_all(5).item::<f32>().unwrap().is_nan());
+    // per row, and for integers (computed in f32)
+    let m = Array::from_slice(&[1i32, 2, 3, 3], &[2, 2]);
+    let v = ct::var(&m, &[1], false, 2).to_vec::<f32>().unwrap();
+    assert_eq!(v[0], f32::INFINITY);
+    assert!(v[1].is_nan());
+    assert!(
+        ct::var(&m, &[1], false, 7).to_vec::<f32>().unwrap().iter().all(|v| v.is_nan() || *v >= 0.0),
+        "never negative"
+    );
 }

@@ -246,20 +246,24 @@ impl Array {
     }
 
     /// Variance over `axes` with `ddof` delta degrees of freedom: `sum((x - mean)^2) / (n - ddof)`
-    /// (integers in `f32`). `n <= ddof` gives inf or NaN, as numpy.
+    /// (integers in `f32`), two passes of pairwise sums (see [`sum`](Array::sum)).
+    ///
+    /// With `ddof >= n` the divisor is taken as 0, as numpy does: the result is `inf`, or NaN
+    /// where every deviation is zero (a single element, constant data); never negative.
     #[track_caller]
     pub fn var(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
         let ax = reduce_axes("var", self, axes);
         let n: usize = ax.iter().map(|&a| self.shape()[a]).product();
         let x = to_float(self);
         let d = &x - x.mean(axes, true);
-        d.square().sum(axes, keepdims) / (n as f64 - ddof as f64)
+        d.square().sum(axes, keepdims) / (n as f64 - ddof as f64).max(0.0)
     }
     /// Variance of all elements, see [`var`](Array::var).
     pub fn var_all(&self, ddof: usize) -> Array {
         self.var(&all_axes(self), false, ddof)
     }
-    /// Standard deviation over `axes`: the square root of [`var`](Array::var).
+    /// Standard deviation over `axes`: the square root of [`var`](Array::var) (`inf` or NaN
+    /// when `ddof >= n`).
     #[track_caller]
     pub fn std(&self, axes: &[isize], keepdims: bool, ddof: usize) -> Array {
         self.var(axes, keepdims, ddof).sqrt()
