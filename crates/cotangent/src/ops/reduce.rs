@@ -92,6 +92,10 @@ impl Array {
         reduce(ReduceOp::Sum, self, &all_axes(self), false)
     }
     /// Product over `axes`.
+    ///
+    /// Its derivative, the product of the other elements, is computed from exclusive
+    /// cumulative products from both sides (no division by `x`), so it is exact also where
+    /// `x` has zeros.
     #[track_caller]
     pub fn prod(&self, axes: &[isize], keepdims: bool) -> Array {
         reduce(ReduceOp::Prod, self, axes, keepdims)
@@ -345,8 +349,8 @@ impl Array {
     }
     /// Inclusive cumulative product along `axis`.
     ///
-    /// Its gradient uses `cumsum(c * out, reverse) / x`, exact wherever `x != 0`; a zero element
-    /// gives inf/NaN gradients at that position.
+    /// Its derivatives are exact also where `x` has zeros: no rule divides by zero (the
+    /// position of the first zero is handled apart, as MLX does).
     #[track_caller]
     pub fn cumprod(&self, axis: isize) -> Array {
         scan_op(ScanOp::Prod, self, axis, false, true)
