@@ -61,7 +61,9 @@ binary_ops! {
     /// Element-wise remainder with the sign of the divisor (Python's `%`). Integers never
     /// panic: `i32::MIN % -1 == 0` and `x % 0 == 0`.
     remainder => Remainder,
-    /// Element-wise `a ^ b`.
+    /// Element-wise `a ^ b`. Integer powers wrap on overflow; a negative exponent of an
+    /// integer dtype makes the evaluation fail (`Error::Eval`, naming `power`), as numpy refuses
+    /// integers to negative integer powers: cast to a float dtype first.
     power => Power,
     /// Element-wise maximum (NaN propagates).
     maximum => Maximum,
