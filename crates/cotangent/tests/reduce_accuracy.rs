@@ -340,3 +340,47 @@ fn plain_loop_matmul_inner_products_are_blocked() {
     let ones = |s: &[usize]| ct::ones(s, DType::I32);
     assert_eq!(ones(&[1, 5000]).matmul(&ones(&[5000, 1])).item::<i32>().unwrap(), 5000);
 }
+
+#[test]
+fn every_layout_and_axis_set_matches_f64() {
+    // views with permuted, negative, stepped and zero strides, summed over every axis set;
+    // each output against an f64 loop over the view's elements in logical order
+    let (a, b, c) = (6usize, 300usize, 7usize);
+    let base = Array::from_vec(values(a * b * c, 31, -1.0, 1.0), &[a, b, c]);
+    let views: Vec<(&str, Array)> = vec![
+        ("contiguous", base.clone()),
+        ("transposed", base.transpose(&[2, 0, 1])),
+        ("flipped", base.flip(&[1])),
+        ("flipped all", base.flip(&[])),
+        ("stepped", base.slice(&[1, 0, 0], &[6, 300, 7], &[2, 3, 2])),
+        ("broadcast", base.slice(&[0, 0, 0], &[1, 300, 7], &[1, 1, 1]).broadcast_to(&[4, 300, 7])),
+        ("swapped flipped", base.swapaxes(0, 1).flip(&[2])),
+    ];
+    for (what, x) in views {
+        let shape = x.shape().to_vec();
+        let v = x.to_vec::<f32>().unwrap();
+        for axes in [vec![0], vec![1], vec![2], vec![0, 1], vec![0, 2], vec![1, 2], vec![0, 1, 2]] {
+            let ax: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
+            let got = x.sum(&ax, true).to_vec::<f32>().unwrap();
+            let oshape: Vec<usize> = (0..3).map(|i| if axes.contains(&i) { 1 } else { shape[i] }).collect();
+            let mut want = vec![0f64; got.len()];
+            let mut abs = vec![0f64; got.len()];
+            for (i, &e) in v.iter().enumerate() {
+                let idx = [i / (shape[1] * shape[2]), (i / shape[2]) % shape[1], i % shape[2]];
+                let o = (0..3).fold(0, |acc, d| acc * oshape[d] + if axes.contains(&d) { 0 } else { idx[d] });
+                want[o] += e as f64;
+                abs[o] += (e as f64).abs();
+            }
+            let n: usize = axes.iter().map(|&d| shape[d]).product();
+            for o in 0..got.len() {
+                assert_sum(
+                    got[o] as f64,
+                    want[o],
+                    abs[o],
+                    k_col(n).max(k_row(n)),
+                    &format!("{what} axes {axes:?} [{o}]"),
+                );
+            }
+        }
+    }
+}
