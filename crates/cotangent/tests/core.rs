@@ -163,3 +163,28 @@ fn threads_evaluating_shared_graphs_with_parallel_kernels_agree_and_finish() {
         assert_eq!(alone.to_bits(), results[0].to_bits(), "round {round}: {alone} vs {}", results[0]);
     }
 }
+
+#[test]
+fn integer_power_with_a_negative_exponent_is_an_error() {
+    // numpy refuses integers to negative integer powers; cotangent fails the evaluation
+    for (base, exp) in [(2i32, -1i32), (0, -1), (1, -1), (-1, -3)] {
+        let p = ct::power(Array::from_slice(&[base], &[1]), Array::from_slice(&[exp], &[1]));
+        let e = p.eval().unwrap_err();
+        assert!(matches!(e, ct::Error::Eval(ref m) if m.contains("power") && m.contains("negative")), "{e}");
+        // the failed array keeps reporting the failure
+        assert_eq!(p.to_vec::<i32>().unwrap_err(), e);
+    }
+    // a negative anywhere in a broadcast exponent, also i64 and a scalar exponent
+    let b = Array::from_slice(&[1i64, 2, 3], &[3, 1]);
+    assert!(b.power(Array::from_slice(&[2i64, -2], &[1, 2])).eval().is_err());
+    assert!(b.power(-1).eval().is_err());
+    // non-negative integer exponents work and wrap; floats take negative exponents
+    let ok = Array::from_slice(&[2i32, 3, -2], &[3]).power(Array::from_slice(&[10i32, 0, 3], &[3]));
+    assert_eq!(ok.to_vec::<i32>().unwrap(), vec![1024, 1, -8]);
+    assert_eq!(Array::from_slice(&[3i32], &[1]).power(40).to_vec::<i32>().unwrap(), vec![3i32.wrapping_pow(40)]);
+    assert_eq!(Array::from_slice(&[2u8], &[1]).power(9u8).to_vec::<u8>().unwrap(), vec![0]);
+    assert_eq!(Array::from_slice(&[2.0f32], &[1]).power(-1.0).item::<f32>().unwrap(), 0.5);
+    // an empty result has no exponent to reject
+    let empty = Array::from_slice::<i32>(&[], &[0]);
+    assert!(empty.power(-1).eval().is_ok());
+}

@@ -85,10 +85,11 @@ fn ref_logsumexp(g: &[f64]) -> f64 {
     m + g.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
 }
 
+/// numpy's variance: the divisor `n - ddof` is clamped at 0 (so 0 elements give 0 / 0 = NaN).
 fn ref_var(g: &[f64], ddof: usize) -> f64 {
     let n = g.len() as f64;
     let m = g.iter().sum::<f64>() / n;
-    g.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - ddof as f64)
+    g.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - ddof as f64).max(0.0)
 }
 
 fn ref_arg(g: &[f64], is_max: bool) -> f64 {
@@ -851,4 +852,101 @@ fn vmap_rules_match_loops() {
     let g = ct::vmap(ct::grad(|a: &[Array]| a[0].logsumexp_all()), &[Some(0)], &[Some(0)]);
     let xs = rng.array(&[3, 6], -1.0, 1.0);
     assert_close(&vals(&g(&[xs.clone()]).unwrap()[0]), &vals(&xs.softmax(&[-1])), 1e-12, "vmap(grad(logsumexp))");
+}
+
+// ----- var and std with ddof >= n --------------------------------------------------------------
+
+#[test]
+fn var_with_ddof_at_least_n_is_inf_or_nan() {
+    let x = Array::from_slice(&[1.0f32, 2.0], &[2]);
+    assert_eq!(x.var_all(3).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.var_all(2).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.std_all(3).item::<f32>().unwrap(), f32::INFINITY);
+    assert_eq!(x.var_all(1).item::<f32>().unwrap(), 0.5);
+    // no deviation at all: 0 / 0
+    assert!(Array::from_slice(&[4.0f64], &[1]).var_all(1).item::<f64>().unwrap().is_nan());
+    assert!(Array::from_slice(&[1.0f32, 1.0], &[2]).var_all(5).item::<f32>().unwrap().is_nan());
+    // per row, and for integers (computed in f32)
+    let m = Array::from_slice(&[1i32, 2, 3, 3], &[2, 2]);
+    let v = ct::var(&m, &[1], false, 2).to_vec::<f32>().unwrap();
+    assert_eq!(v[0], f32::INFINITY);
+    assert!(v[1].is_nan());
+    assert!(
+        ct::var(&m, &[1], false, 7).to_vec::<f32>().unwrap().iter().all(|v| v.is_nan() || *v >= 0.0),
+        "never negative"
+    );
+}
+
+// ----- exact prod and cumprod derivatives where the input has zeros ------------------------------
+
+/// Inputs with no zero, one zero and two zeros (as f64 arrays of `shape`, zeros at `at`).
+fn with_zeros(shape: &[usize], at: &[usize]) -> Array {
+    let mut rng = Lcg(21);
+    let n = numel(shape);
+    let mut v: Vec<f64> =
+        (0..n).map(|_| if rng.next() < 0.5 { -rng.uniform(0.5, 1.5) } else { rng.uniform(0.5, 1.5) }).collect();
+    for &i in at {
+        v[i] = 0.0;
+    }
+    Array::from_vec(v, shape)
+}
+
+#[test]
+fn prod_gradients_are_exact_at_zeros() {
+    // x = [2, 0, 3]: d prod = [0, 6, 0]; [0, 0, 3]: all zero
+    let g = ct::grad(|x: &[Array]| x[0].prod_all());
+    let x = Array::from_slice(&[2.0f64, 0.0, 3.0], &[3]);
+    assert_eq!(vals(&g(&[x]).unwrap()[0]), vec![0.0, 6.0, 0.0]);
+    let x = Array::from_slice(&[0.0f64, 0.0, 3.0], &[3]);
+    assert_eq!(vals(&g(&[x.clone()]).unwrap()[0]), vec![0.0, 0.0, 0.0]);
+    // second order through the rule: column 1 of the Hessian of x0·x1·x2 at [0, 0, 3] is [3, 0, 0]
+    let e1 = Array::from_slice(&[0.0f64, 1.0, 0.0], &[3]);
+    let (_, hv) = ct::jvp(g.clone(), &[x], &[e1]).unwrap();
+    assert_eq!(vals(&hv[0]), vec![3.0, 0.0, 0.0]);
+    // against finite differences (prod is multilinear, so they are exact up to rounding), over
+    // one axis, two axes and all, with no, one and two zeros in a group
+    for at in [vec![], vec![5], vec![5, 7], vec![0, 5, 13, 22]] {
+        let x = with_zeros(&[3, 4, 2], &at);
+        let w = format!("zeros at {at:?}");
+        check_grads(&format!("prod[1] {w}"), |x| x[0].prod(&[1], false), &[x.clone()]);
+        check_grads(&format!("prod[0, 2] {w}"), |x| x[0].prod(&[0, 2], true), &[x.clone()]);
+        check_grads(&format!("prod_all {w}"), |x| x[0].prod_all(), &[x.clone()]);
+        let xt = x.transpose(&[2, 0, 1]);
+        check_grads(&format!("prod[-1] strided {w}"), |x| x[0].prod(&[-1], false), &[xt]);
+        let gv = vals(&g(&[x.reshape(&[-1])]).unwrap()[0]);
+        assert!(gv.iter().all(|v| v.is_finite()), "prod_all gradient {w}: {gv:?}");
+    }
+}
+
+#[test]
+fn cumprod_gradients_are_exact_at_zeros() {
+    // [2, 0, 3, 4] inclusive forward: out = [2, 0, 0, 0]; the gradient of sum(out) is
+    // [1, 2 + 2·3 + 2·3·4, 0, 0] = [1, 32, 0, 0]
+    let g = ct::grad(|x: &[Array]| x[0].cumprod(0).sum_all());
+    let x = Array::from_slice(&[2.0f64, 0.0, 3.0, 4.0], &[4]);
+    assert_eq!(vals(&g(&[x]).unwrap()[0]), vec![1.0, 32.0, 0.0, 0.0]);
+    let x = Array::from_slice(&[2.0f64, 0.0, 3.0, 0.0, 5.0], &[5]);
+    assert_eq!(vals(&g(&[x]).unwrap()[0]), vec![1.0, 8.0, 0.0, 0.0, 0.0]);
+    for at in [vec![], vec![6], vec![6, 8], vec![1, 6, 7, 13]] {
+        let x = with_zeros(&[3, 5], &at);
+        for reverse in [false, true] {
+            for inclusive in [true, false] {
+                let n = format!("reverse={reverse} inclusive={inclusive} zeros at {at:?}");
+                check_grads(&format!("cumprod {n}"), move |x| x[0].cumprod_opts(-1, reverse, inclusive), &[x.clone()]);
+                check_grads(
+                    &format!("cumprod axis0 {n}"),
+                    move |x| x[0].cumprod_opts(0, reverse, inclusive),
+                    &[x.clone()],
+                );
+            }
+        }
+    }
+    // second order: d²/dx1dx3 of sum(cumprod([2, 0, 3, 0, 5])) = 2·3 + 2·3·5 = 36 (terms of
+    // outputs 3 and 4), through the rule's own scans
+    let x = Array::from_slice(&[2.0f64, 0.0, 3.0, 0.0, 5.0], &[5]);
+    let e3 = Array::from_slice(&[0.0f64, 0.0, 0.0, 1.0, 0.0], &[5]);
+    let (_, hv) = ct::jvp(g, &[x], &[e3]).unwrap();
+    let hv = vals(&hv[0]);
+    assert_eq!(hv[1], 36.0, "{hv:?}");
+    assert!(hv.iter().all(|v| v.is_finite()), "{hv:?}");
 }

@@ -76,7 +76,9 @@ binary_ops! {
     /// returns (see [`floor_divide`]); nothing panics, and `i32::MIN % -1 == 0`. For floats
     /// `x % 0.0` is NaN.
     remainder => Remainder,
-    /// Element-wise `a ^ b`.
+    /// Element-wise `a ^ b`. Integer powers wrap on overflow; a negative exponent of an
+    /// integer dtype makes the evaluation fail (`Error::Eval`, naming `power`), as numpy refuses
+    /// integers to negative integer powers: cast to a float dtype first.
     power => Power,
     /// Element-wise maximum (NaN propagates).
     maximum => Maximum,

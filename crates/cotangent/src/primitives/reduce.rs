@@ -63,10 +63,8 @@ impl Primitive for Reduce {
         let out = &outputs[0];
         Ok(vec![match self.op {
             ReduceOp::Sum => c.broadcast_to(x.shape()),
-            ReduceOp::Prod => {
-                // d prod / d x_i = prod / x_i (exact only where x_i != 0, as MLX and JAX's fast path)
-                (c * out).broadcast_to(x.shape()) / x
-            }
+            // d prod / d x_i = the product of the others: exact also where x has zeros
+            ReduceOp::Prod => c * prod_of_others(x, &self.axes),
             ReduceOp::Max | ReduceOp::Min => {
                 // split the cotangent evenly between tied extrema
                 let mask = x.equal(out).astype(x.dtype());
@@ -84,7 +82,7 @@ impl Primitive for Reduce {
         let axes: Vec<isize> = self.axes.iter().map(|&a| a as isize).collect();
         Ok(vec![match self.op {
             ReduceOp::Sum => t.sum(&axes, true),
-            ReduceOp::Prod => (t / x * out).sum(&axes, true),
+            ReduceOp::Prod => (t * prod_of_others(x, &self.axes)).sum(&axes, true),
             ReduceOp::Max | ReduceOp::Min => {
                 let mask = x.equal(out).astype(x.dtype());
                 (t * &mask).sum(&axes, true) / mask.sum(&axes, true)
@@ -99,6 +97,29 @@ impl Primitive for Reduce {
         let red: Vec<usize> = self.axes.iter().map(|&a| a + 1).collect();
         Ok((vec![crate::ops::reduce_keepdims(self.op, &x, red)], vec![Some(0)]))
     }
+}
+
+/// For every element of `x`, the product of the other elements of its group over `axes` (the
+/// derivative of `prod` over `axes`), without dividing by it: the reduced axes are moved last
+/// and flattened, and the product of the others is the exclusive product from the front times
+/// the exclusive product from the back (as MLX). Exact where `x` has zeros; differentiable
+/// again (through the scans' own rules).
+fn prod_of_others(x: &Array, axes: &[usize]) -> Array {
+    use crate::ops::reduce::scan;
+    let nd = x.ndim();
+    let kept: Vec<usize> = (0..nd).filter(|a| !axes.contains(a)).collect();
+    let perm: Vec<usize> = kept.iter().chain(axes).copied().collect();
+    let moved = x.permute(&perm);
+    let mut flat_shape: Vec<usize> = kept.iter().map(|&a| x.shape()[a]).collect();
+    flat_shape.push(axes.iter().map(|&a| x.shape()[a]).product());
+    let flat = moved.reshape_exact(&flat_shape);
+    let last = kept.len();
+    let others = scan(ScanOp::Prod, &flat, last, false, false) * scan(ScanOp::Prod, &flat, last, true, false);
+    let mut inverse = vec![0; nd];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p] = i;
+    }
+    others.reshape_exact(moved.shape()).permute(&inverse)
 }
 
 // ----- row reductions: argmax/argmin, logsumexp, softmax, cumulative scans -------------------
@@ -250,6 +271,36 @@ pub struct Scan {
     pub inclusive: bool,
 }
 
+/// Where the zeros of a cumulative product's input lie, for its exact rules.
+struct ScanZeros {
+    /// Positions before the first zero in scan order (where `x` is nonzero).
+    before_first: Array,
+    /// The position of the first zero in scan order.
+    first: Array,
+    /// `x` with its zeros replaced by one (a divisor that never produces inf or NaN, also in
+    /// the derivatives of the branches `select` discards).
+    safe_x: Array,
+    /// The cumulative product with the first zero replaced by one.
+    out_without_first: Array,
+}
+
+impl Scan {
+    fn zeros(&self, x: &Array) -> ScanZeros {
+        use crate::ops::reduce::scan;
+        let is_zero = x.equal(0.0);
+        // zeros up to and including each position, in scan order
+        let count = scan(ScanOp::Sum, &is_zero.astype(crate::DType::I32), self.axis, self.reverse, true);
+        let first = is_zero.logical_and(count.equal(1));
+        let without_first = crate::ops::select(&first, 1.0, x);
+        ScanZeros {
+            before_first: count.equal(0),
+            safe_x: crate::ops::select(&is_zero, 1.0, x),
+            out_without_first: scan(ScanOp::Prod, &without_first, self.axis, self.reverse, self.inclusive),
+            first,
+        }
+    }
+}
+
 impl Primitive for Scan {
     fn op(&self) -> Op<'_> {
         Op::Scan(self)
@@ -276,9 +327,17 @@ impl Primitive for Scan {
         Ok(vec![match self.op {
             // the transpose of a running sum is the running sum the other way
             ScanOp::Sum => back(c),
-            // d out_i / d x_j = out_i / x_j for every j in i's window: exact where x_j != 0
-            // (a zero x_j gives inf/NaN there, as the division formula in JAX's fast path)
-            ScanOp::Prod => back(&(c * out)) / x,
+            // d out_i / d x_j = the product of i's window without x_j (for j in the window)
+            ScanOp::Prod => {
+                let z = self.zeros(x);
+                // before the first zero (in scan order) every factor is nonzero: out_i / x_j is
+                // that product (and out_i = 0 for windows holding the zero); at the first zero,
+                // the products of the windows with that zero replaced by one; after it, every
+                // window holding x_j also holds the first zero: 0
+                let before = back(&(c * out)) / &z.safe_x;
+                let at_first = back(&(c * &z.out_without_first));
+                crate::ops::select(&z.before_first, before, crate::ops::select(&z.first, at_first, 0.0))
+            }
         }])
     }
     fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
@@ -286,7 +345,15 @@ impl Primitive for Scan {
         let fwd = |g: &Array| crate::ops::reduce::scan(ScanOp::Sum, g, self.axis, self.reverse, self.inclusive);
         Ok(vec![match self.op {
             ScanOp::Sum => fwd(t),
-            ScanOp::Prod => out * fwd(&(t / x)),
+            ScanOp::Prod => {
+                // a window without zeros: out_i · Σ t_j / x_j; one with zeros: only the first
+                // zero's term survives, t_z times the window's product with x_z replaced by one
+                let z = self.zeros(x);
+                let zeros_in_window = fwd(&x.equal(0.0).astype(crate::DType::I32));
+                let clean = out * fwd(&(t / &z.safe_x));
+                let with_zero = fwd(&crate::ops::select(&z.first, t, 0.0)) * &z.out_without_first;
+                crate::ops::select(&zeros_in_window.equal(0), clean, with_zero)
+            }
         }])
     }
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {

@@ -361,14 +361,21 @@ fn product_through_column_major<T: GemmFloat>(
     super::transpose::transpose_into(&scratch, m, m, n, dst);
 }
 
+/// Reduced positions per block of the plain loop's inner products (see [`small_loop_blocked`]).
+const SMALL_K_BLOCK: usize = 128;
+/// The widest output row [`small_loop_blocked`] handles (its partial sums live on the stack).
+const SMALL_BLOCKED_MAX_N: usize = 32;
+
 /// Plain-loop product of one small matrix pair (row of `a` times `b`, accumulated per output row
-/// in a fixed order).
+/// in a fixed order). Inner products longer than [`SMALL_K_BLOCK`] are summed blockwise and
+/// pairwise ([`small_loop_blocked`]).
 #[inline]
-fn small_loop<T: GemmFloat>(
-    g: &Geometry,
-    Operands { sa, oa, sb, ob }: Operands<'_, T>,
-    dst: &mut [std::mem::MaybeUninit<T>],
-) {
+fn small_loop<T: GemmFloat>(g: &Geometry, ops: Operands<'_, T>, dst: &mut [std::mem::MaybeUninit<T>]) {
+    if g.k > SMALL_K_BLOCK && g.n <= SMALL_BLOCKED_MAX_N {
+        // (below SMALL_FLOPS, k > 128 means m·n < 32)
+        return small_loop_blocked(g, ops, dst);
+    }
+    let Operands { sa, oa, sb, ob } = ops;
     let mut acc = [<T::Acc>::default(); 64];
     let mut heap;
     let acc: &mut [T::Acc] = if g.n <= 64 {
@@ -398,6 +405,50 @@ fn small_loop<T: GemmFloat>(
             d.write(T::from_acc(c));
         }
     }
+}
+
+/// [`small_loop`] for a long inner dimension: every output's inner product is summed over
+/// blocks of [`SMALL_K_BLOCK`] positions (in order inside a block), and the blocks' sums are
+/// combined by a pairwise tree (halves split at a block boundary, as the sums of
+/// `backend::cpu::sum`), so the rounding error grows with `SMALL_K_BLOCK + log2(k)` instead of
+/// `k`. The order depends only on the shapes.
+fn small_loop_blocked<T: GemmFloat>(g: &Geometry, ops: Operands<'_, T>, dst: &mut [std::mem::MaybeUninit<T>]) {
+    for i in 0..g.m {
+        let acc = small_tree(g, ops, i, 0, g.k);
+        for (d, &c) in dst[i * g.n..(i + 1) * g.n].iter_mut().zip(&acc[..g.n]) {
+            d.write(T::from_acc(c));
+        }
+    }
+}
+
+/// Row `i` of the product over the inner positions `lo..hi` (see [`small_loop_blocked`]).
+fn small_tree<T: GemmFloat>(
+    g: &Geometry,
+    ops: Operands<'_, T>,
+    i: usize,
+    lo: usize,
+    hi: usize,
+) -> [T::Acc; SMALL_BLOCKED_MAX_N] {
+    if hi - lo > SMALL_K_BLOCK {
+        let mid = lo + (hi - lo).div_ceil(SMALL_K_BLOCK) / 2 * SMALL_K_BLOCK;
+        let mut a = small_tree(g, ops, i, lo, mid);
+        let b = small_tree(g, ops, i, mid, hi);
+        for (x, &y) in a.iter_mut().zip(&b) {
+            *x = *x + y;
+        }
+        return a;
+    }
+    let Operands { sa, oa, sb, ob } = ops;
+    let mut acc = [<T::Acc>::default(); SMALL_BLOCKED_MAX_N];
+    let arow = oa + i as isize * g.a_rs;
+    for p in lo..hi {
+        let aip = sa[(arow + p as isize * g.a_cs) as usize].acc();
+        let brow = ob + p as isize * g.b_rs;
+        for (j, c) in acc[..g.n].iter_mut().enumerate() {
+            *c = *c + aip * sb[(brow + j as isize * g.b_cs) as usize].acc();
+        }
+    }
+    acc
 }
 
 fn matmul_int<T: BufferElement>(

@@ -10,6 +10,7 @@ pub(crate) mod pool;
 pub mod random;
 pub mod reduce;
 pub mod strided;
+pub mod sum;
 pub mod transpose;
 // the whole vector library is exercised by its tests and benchmark; the element-wise kernels use a part
 #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]

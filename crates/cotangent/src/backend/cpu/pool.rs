@@ -67,6 +67,7 @@ pub(crate) const SPLIT_MIN_ELEMENTS: usize = 4096;
 const _: () = assert!(super::elementwise::PARALLEL_THRESHOLD >= SPLIT_MIN_ELEMENTS);
 const _: () = assert!(super::random::PARALLEL >= SPLIT_MIN_ELEMENTS);
 const _: () = assert!(super::reduce::ROW_PARALLEL_THRESHOLD >= SPLIT_MIN_ELEMENTS);
+const _: () = assert!(super::sum::PARALLEL_MIN >= SPLIT_MIN_ELEMENTS && super::sum::JOIN_MIN >= SPLIT_MIN_ELEMENTS);
 // A (batched) product whose operands and output all have fewer than SPLIT_MIN_ELEMENTS elements
 // does fewer than SPLIT_MIN_ELEMENTS^1.5 multiply-adds, in total and per batch element.
 const _: () = assert!(super::matmul::GEMM_PARALLEL_FLOPS >= 64 * 64 * 64 && SPLIT_MIN_ELEMENTS <= 64 * 64);

@@ -31,8 +31,9 @@ macro_rules! int_arith {
             if r != 0 && ((r < 0) != (o < 0)) { r.wrapping_add(o) } else { r }
         }
         #[inline(always)] fn pow(self, o: Self) -> Self {
+            // the kernel rejects negative exponents before it gets here
             #[allow(unused_comparisons)]
-            if o < 0 { return if self == 1 { 1 } else { 0 }; }
+            if o < 0 { return 0; }
             self.wrapping_pow(o as u32)
         }
     })*};
@@ -158,7 +159,16 @@ fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<
         Multiply => m!(|x: T, y| x.mul(y)),
         FloorDivide => m!(|x: T, y| x.floordiv(y)),
         Remainder => m!(|x: T, y| x.rem(y)),
-        Power => m!(|x: T, y| x.pow(y)),
+        Power => {
+            if crate::shape::numel(out) > 0 && any_negative::<T>(b.0.data(), b.1) {
+                return Err(Error::Eval(format!(
+                    "power: negative exponent for the integer dtype {} (integers to negative integer powers \
+                     are not allowed; cast to a float dtype first)",
+                    T::DTYPE
+                )));
+            }
+            m!(|x: T, y| x.pow(y))
+        }
         Maximum => m!(|x: T, y: T| x.max(y)),
         Minimum => m!(|x: T, y: T| x.min(y)),
         Equal => c!(|x, y| x == y),
@@ -173,6 +183,16 @@ fn int_kernel<T: IntArith>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<
             return Err(Error::Eval(format!("{} is not defined for {}", op.name(), T::DTYPE)))
         }
     })
+}
+
+/// Whether any element of the view `d` (of `shape`) is negative.
+fn any_negative<T: IntArith>(d: &Data, shape: &[usize]) -> bool {
+    let src = d.buf.as_slice::<T>();
+    let mut neg = false;
+    crate::backend::cpu::strided::for_each_row(shape, [&d.strides], [d.offset as isize], |[o], n, [s]| {
+        neg = neg || (0..n as isize).any(|i| src[(o + i * s) as usize] < T::ZERO);
+    });
+    neg
 }
 
 fn bool_kernel(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {

@@ -3,8 +3,9 @@ use super::CpuKernel;
 use crate::backend::cpu::buffer::BufferElement;
 use crate::backend::cpu::reduce::reduce_axes;
 use crate::backend::cpu::reduce::{
-    arg_extremum, data_from_rows, logsumexp_row, map_rows, per_row, rows_of, scan_row, softmax_row,
+    arg_extremum, data_from_rows, logsumexp_row, map_rows, per_row, rows_of, scan_row, scan_sum_row, softmax_row,
 };
+use crate::backend::cpu::sum::{sum_axes, SumAcc};
 use crate::backend::cpu::Data;
 use crate::primitive::{Primitive, Spec};
 #[allow(unused_imports)]
@@ -59,15 +60,14 @@ fn float_reduce<T: BufferElement, A>(
     x: &Data,
     shape: &[usize],
     axes: &[usize],
-    to: impl Fn(T) -> A,
-    from: impl Fn(A) -> T,
-    zero: A,
+    to: impl Fn(T) -> A + Sync + Send,
+    from: impl Fn(A) -> T + Sync + Send,
     one: A,
     ninf: A,
     pinf: A,
-) -> Vec<T>
+) -> Result<Vec<T>>
 where
-    A: Copy + 'static + std::ops::Add<Output = A> + std::ops::Mul<Output = A> + PartialOrd,
+    A: SumAcc + std::ops::Mul<Output = A> + PartialOrd,
 {
     let nan_max = |a: A, v: A| {
         if a != a || v != v {
@@ -96,13 +96,14 @@ where
         }
     };
     let acc: Vec<A> = match op {
-        ReduceOp::Sum => reduce_axes::<T, A>(x, shape, axes, zero, |a, v| a + to(v)),
+        // blocked pairwise, in an order fixed by the shape (`backend::cpu::sum`)
+        ReduceOp::Sum => return sum_axes::<T, A>(x, shape, axes, to, from),
         ReduceOp::Prod => reduce_axes::<T, A>(x, shape, axes, one, |a, v| a * to(v)),
         ReduceOp::Max => reduce_axes::<T, A>(x, shape, axes, ninf, |a, v| nan_max(a, to(v))),
         ReduceOp::Min => reduce_axes::<T, A>(x, shape, axes, pinf, |a, v| nan_min(a, to(v))),
         ReduceOp::All | ReduceOp::Any => unreachable!("all/any take bool inputs"),
     };
-    acc.into_iter().map(from).collect()
+    Ok(acc.into_iter().map(from).collect())
 }
 
 fn int_reduce<T>(op: ReduceOp, x: &Data, shape: &[usize], axes: &[usize], min: T, max: T) -> Vec<T>
@@ -141,7 +142,7 @@ impl Scan {
         let (rows, r) = rows_of::<T>(d, x.shape(), &axes);
         let (rev, inc) = (self.reverse, self.inclusive);
         let v = match self.op {
-            ScanOp::Sum => map_rows(&rows, r, |row, out| scan_row(row, out, zero, rev, inc, &to, &from, &add)),
+            ScanOp::Sum => map_rows(&rows, r, |row, out| scan_sum_row(row, out, zero, rev, inc, &to, &from, &add)),
             ScanOp::Prod => map_rows(&rows, r, |row, out| scan_row(row, out, one, rev, inc, &to, &from, &mul)),
         };
         Ok(data_from_rows(v, x.shape(), &axes))
@@ -163,11 +164,11 @@ impl CpuKernel for Reduce {
         }
         let r = match x.dtype() {
             DType::F32 => Data::from_vec(
-                float_reduce::<f32, f32>(op, d, s, ax, |v| v, |v| v, 0.0, 1.0, f32::NEG_INFINITY, f32::INFINITY),
+                float_reduce::<f32, f32>(op, d, s, ax, |v| v, |v| v, 1.0, f32::NEG_INFINITY, f32::INFINITY)?,
                 out,
             ),
             DType::F64 => Data::from_vec(
-                float_reduce::<f64, f64>(op, d, s, ax, |v| v, |v| v, 0.0, 1.0, f64::NEG_INFINITY, f64::INFINITY),
+                float_reduce::<f64, f64>(op, d, s, ax, |v| v, |v| v, 1.0, f64::NEG_INFINITY, f64::INFINITY)?,
                 out,
             ),
             DType::F16 => Data::from_vec(
@@ -178,11 +179,10 @@ impl CpuKernel for Reduce {
                     ax,
                     f16::to_f32,
                     f16::from_f32,
-                    0.0,
                     1.0,
                     f32::NEG_INFINITY,
                     f32::INFINITY,
-                ),
+                )?,
                 out,
             ),
             DType::BF16 => Data::from_vec(
@@ -193,11 +193,10 @@ impl CpuKernel for Reduce {
                     ax,
                     bf16::to_f32,
                     bf16::from_f32,
-                    0.0,
                     1.0,
                     f32::NEG_INFINITY,
                     f32::INFINITY,
-                ),
+                )?,
                 out,
             ),
             DType::U8 => Data::from_vec(int_reduce::<u8>(op, d, s, ax, u8::MIN, u8::MAX), out),
