@@ -14,7 +14,8 @@
 //! When the reduced elements of an output are not contiguous but the outputs are (a sum over a
 //! leading axis, such as a bias gradient `g.sum(&[0])`), whole rows of outputs (up to 4096 at a
 //! time) are accumulated together: blocks of [`COLUMN_BLOCK`] consecutive reduced positions are
-//! added in order into a row of accumulators, and the blocks' rows are combined by the same
+//! added in order into a row of accumulators (four positions at a time, summed pairwise first,
+//! when the outputs are contiguous in memory), and the blocks' rows are combined by the same
 //! pairwise tree over blocks.
 //!
 //! Everything about that order follows from the shape and strides of the input alone: the
@@ -197,8 +198,9 @@ fn sum_strided<T: Copy + Sync, A: SumAcc>(
 /// One tile of a column sum: for `j < w`, the sum over the positions `r` in `lo..hi` of the
 /// reduced axes `red` of `to(src[base + offset(r) + j * stride])`. Blocks of [`COLUMN_BLOCK`]
 /// positions (aligned to the start of the whole range) are accumulated in order into a row of
-/// `w` partial sums, and the blocks' rows are combined by the same pairwise tree as
-/// [`sum_slice`]'s blocks (halves in parallel when large).
+/// `w` partial sums — four positions at a time, `acc + ((x0 + x1) + (x2 + x3))`, when the
+/// outputs are contiguous, else one at a time — and the blocks' rows are combined by the same
+/// pairwise tree as [`sum_slice`]'s blocks (halves in parallel when large).
 #[allow(clippy::too_many_arguments)]
 fn column_tile<T: Copy + Sync, A: SumAcc>(
     src: &[T],
@@ -214,19 +216,28 @@ fn column_tile<T: Copy + Sync, A: SumAcc>(
     if n <= COLUMN_BLOCK {
         let mut acc = vec![A::ACC_ZERO; w];
         let mut od = Odometer::at(red, lo);
-        for _ in lo..hi {
+        let mut next_row = || {
             let row = base + od.off;
-            if stride == 1 {
-                let row = row as usize;
-                for (a, &v) in acc.iter_mut().zip(&src[row..row + w]) {
-                    *a = *a + to(v);
-                }
-            } else {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = *a + to(src[(row + j as isize * stride) as usize]);
-                }
-            }
             od.advance();
+            row
+        };
+        let mut r = lo;
+        if stride == 1 {
+            // four rows at a time: acc + ((r0 + r1) + (r2 + r3)), one pass over the accumulators
+            let row = |o: isize| &src[o as usize..o as usize + w];
+            while r + 4 <= hi {
+                let (x0, x1, x2, x3) = (row(next_row()), row(next_row()), row(next_row()), row(next_row()));
+                for ((((a, &v0), &v1), &v2), &v3) in acc.iter_mut().zip(x0).zip(x1).zip(x2).zip(x3) {
+                    *a = *a + ((to(v0) + to(v1)) + (to(v2) + to(v3)));
+                }
+                r += 4;
+            }
+        }
+        for _ in r..hi {
+            let o = next_row();
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = *a + to(src[(o + j as isize * stride) as usize]);
+            }
         }
         return acc;
     }
