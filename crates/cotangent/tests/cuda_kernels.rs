@@ -457,6 +457,90 @@ fn arg_reductions_softmax_logsumexp_and_scans_match_cpu() {
     }
 }
 
+/// Compensated sums and chunked scans: long rows, long columns with few outputs (the row plan
+/// through a transposing copy), every chunk boundary of a scan, integers (exact, wrapping) and
+/// non-finite values (inf and NaN must propagate as in a plain sum, never become NaN through
+/// the compensation).
+#[test]
+fn long_axes_and_non_finite_sums_and_scans_match_cpu() {
+    let Some(dev) = dev() else { return };
+    for (rows, r) in [(3usize, 5000usize), (2, 100_003), (1, 1025)] {
+        for d in [DType::F32, DType::F64, DType::BF16, DType::I32, DType::I64] {
+            let mut v = values(rows * r, 21, d);
+            if d.is_float() {
+                v.iter_mut().for_each(|x| {
+                    if x.is_nan() {
+                        *x = 0.1
+                    }
+                });
+                if rows > 1 {
+                    v[r + 17] = f64::INFINITY; // row 1: +inf
+                }
+                if rows > 2 {
+                    v[2 * r + 5] = f64::INFINITY; // row 2: inf - inf = NaN
+                    v[2 * r + r - 3] = f64::NEG_INFINITY;
+                }
+            }
+            let x = array(d, &v, &[rows, r]);
+            let g = CudaData::from_host(&dev, &Data::contiguous(buffer(d, &v), &[rows, r]), &[rows, r]).expect("x");
+            // the same values stored transposed: [r, rows] summed over axis 0 (few long columns)
+            let gt = upload_view(&dev, &host_view(d, &v, rows, r, 1));
+            let t = tol(d) * 4.0;
+            for (gx, what) in [(&g, "rows"), (&gt, "transposed")] {
+                let s = cuda::reduce(ReduceOp::Sum, gx, &[rows, r], &[1]).expect("sum");
+                let want = array_f64(&x.sum(&[1], true).astype(d));
+                close(
+                    &format!("sum {d} {what} [{rows}, {r}]"),
+                    &as_f64(&s.to_host(&[rows, 1]).expect("h"), &[rows, 1]),
+                    &want,
+                    t,
+                    1.0,
+                );
+                for (rev, inc) in [(false, true), (true, true), (false, false), (true, false)] {
+                    let c = cuda::scan(ScanOp::Sum, gx, &[rows, r], 1, rev, inc).expect("cumsum");
+                    let want = array_f64(&x.cumsum_opts(1, rev, inc).astype(d));
+                    let got = as_f64(&c.to_host(&[rows, r]).expect("h"), &[rows, r]);
+                    // scale: the running sums of values in [-3, 3] stay within a few hundred
+                    close(&format!("cumsum {d} {what} [{rows}, {r}] rev {rev} inc {inc}"), &got, &want, t, 300.0);
+                }
+            }
+            // a column sum with few outputs over the long axis: storage [r, rows]
+            let col = CudaData::from_host(
+                &dev,
+                &Data::contiguous(buffer(d, &transpose(&v, rows, r)), &[r, rows]),
+                &[r, rows],
+            )
+            .expect("col");
+            let s = cuda::reduce(ReduceOp::Sum, &col, &[r, rows], &[0]).expect("column sum");
+            let want = array_f64(&x.sum(&[1], true).astype(d));
+            close(
+                &format!("column sum {d} [{r}, {rows}]"),
+                &as_f64(&s.to_host(&[1, rows]).expect("h"), &[1, rows]),
+                &want,
+                t,
+                1.0,
+            );
+        }
+    }
+    // accuracy beyond the CPU's: 10^6 tenths in one row, compensated to a couple of roundings
+    let n = 1_000_000;
+    let g =
+        CudaData::from_host(&dev, &Data::contiguous(buffer(DType::F32, &vec![0.1; n]), &[n]), &[n]).expect("tenths");
+    let got = as_f64(&cuda::reduce(ReduceOp::Sum, &g, &[n], &[0]).expect("sum").to_host(&[1]).expect("h"), &[1])[0];
+    let exact = n as f64 * 0.1f32 as f64;
+    assert!((got - exact).abs() <= 2.0 * f32::EPSILON as f64 * exact, "sum of 10^6 tenths {got} vs {exact}");
+    let c = as_f64(&cuda::scan(ScanOp::Sum, &g, &[n], 0, false, true).expect("cumsum").to_host(&[n]).expect("h"), &[n]);
+    for i in [0, 1023, 1024, 999, 1000, 500_000, n - 1] {
+        let want = (i + 1) as f64 * 0.1f32 as f64;
+        assert!((c[i] - want).abs() <= 2.0 * f32::EPSILON as f64 * want, "cumsum[{i}] {} vs {want}", c[i]);
+    }
+}
+
+/// `v` (row-major `[m, n]`) stored as `[n, m]`.
+fn transpose(v: &[f64], m: usize, n: usize) -> Vec<f64> {
+    (0..n * m).map(|k| v[(k % m) * n + k / m]).collect()
+}
+
 fn mat(dev: &Arc<CudaDevice>, d: DType, v: &[f64], shape: &[usize], transposed: bool) -> (CudaData, Array) {
     let nd = shape.len();
     let arr = array(d, v, shape);

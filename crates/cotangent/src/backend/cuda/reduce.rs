@@ -15,6 +15,13 @@
 //! * **two passes**: few long rows (e.g. the whole array): rows are cut into fixed chunks of
 //!   [`CHUNK`] elements reduced into an accumulator array, which a second row pass reduces.
 //!
+//! Float sums (and so means and variances) are compensated: every accumulator is a pair
+//! `(s, c)` with the rounding error of each addition collected in `c` (Neumaier's two-sum,
+//! skipped once the sum is infinite or NaN, so inf/NaN propagate as in a plain sum). The error of
+//! a sum is then about `2u·|Σx| + n·u²·Σ|x|` whatever the order — within the CPU's documented
+//! bound for blocked pairwise sums (`backend/cpu/sum.rs`), where a plain per-thread loop over a
+//! long row or column is off by `n/threads · u · Σ|x|`.
+//!
 //! Results never depend on the grid size or on timing: every combination order is fixed by the
 //! row length alone, so repeated runs give identical bits.
 use super::codegen::{self, PRELUDE};
@@ -30,6 +37,12 @@ use std::sync::Arc;
 /// Elements per chunk of the two-pass plan.
 pub const CHUNK: usize = 16384;
 const BLOCK: u32 = 256;
+/// The column plan (one thread per output) is taken with at least this many outputs ...
+const COLUMN_MIN_OUTPUTS: usize = 8192;
+/// ... or columns at most this long; long columns of few outputs use the row plan.
+const COLUMN_MAX_SHORT: usize = 4096;
+/// Elements per thread of a chunked cumulative sum (at least; `sqrt(r)` for longer axes).
+const SCAN_CHUNK: usize = 1024;
 
 /// How one reduction folds elements: accumulator type, how an element enters it, the combine
 /// step, the initial value and how the result is stored.
@@ -42,10 +55,39 @@ struct Fold {
     comb: String,
     /// Initial accumulator.
     init: String,
-    /// Expression storing accumulator `acc` as an output element.
-    fin: String,
+    /// The finished accumulator `acc` as a C value (stored as an output element with
+    /// [`codegen::store`]; a second pass lifts it back with `lift`).
+    value: String,
     /// Output dtype.
     out: DType,
+    /// The dtype that holds a (finished) accumulator between the passes of a two-pass plan.
+    acc: DType,
+}
+
+/// The accumulator type and fold of a compensated float sum over values of C type `t`:
+/// `A = {s, c}` holds the value `s + c`; `comb` adds with Neumaier's two-sum (the exact rounding
+/// error of `a.s + b.s` goes to `c`) until the sum stops being finite.
+fn compensated_sum(t: &str, out: DType, acc: DType) -> Fold {
+    Fold {
+        acc_decl: format!("struct A {{ {t} s; {t} c; }};"),
+        lift: format!("A{{({t})(v), ({t})0}}"),
+        comb: format!(
+            "{t} s = a.s + b.s; {t} e = (s - s == ({t})0) ? ((fabs(a.s) >= fabs(b.s)) ? (a.s - s) + b.s : (b.s - s) + a.s) : ({t})0; \
+             return A{{s, (a.c + b.c) + e}};"
+        ),
+        init: format!("A{{({t})0, ({t})0}}"),
+        value: "((acc.s - acc.s == 0) ? acc.s + acc.c : acc.s)".into(),
+        out,
+        acc,
+    }
+}
+
+/// The dtype of the C type a kernel computes `d` in (`f16`/`bf16` widen to `f32`).
+fn compute_dtype(d: DType) -> DType {
+    match d {
+        DType::F16 | DType::BF16 => DType::F32,
+        other => other,
+    }
 }
 
 fn nan_extremum(cmp: &str) -> String {
@@ -61,8 +103,9 @@ fn fold(dev: &CudaDevice, op: ReduceOp, d: DType, out: DType) -> Result<Fold> {
         lift: "(A)(v)".into(),
         comb: comb.to_string(),
         init: init.to_string(),
-        fin: codegen::store(out, "acc"),
+        value: "acc".into(),
         out,
+        acc: compute_dtype(d),
     };
     let inf = if d == DType::F64 { "CT_INF_D" } else { "CT_INF_F" };
     Ok(match (class_of(d), op) {
@@ -78,13 +121,14 @@ fn fold(dev: &CudaDevice, op: ReduceOp, d: DType, out: DType) -> Result<Fold> {
                 lift: "(A)(v)".into(),
                 comb: format!("return (A)((u64)a {sym} (u64)b);"),
                 init: if op == ReduceOp::Sum { "0" } else { "1" }.into(),
-                fin: format!("({})(acc)", codegen::storage(out)),
+                value: "acc".into(),
                 out,
+                acc: DType::I64,
             }
         }
         (C::Int, ReduceOp::Max) => plain("return b > a ? b : a;", int_bound(d, true)),
         (C::Int, ReduceOp::Min) => plain("return b < a ? b : a;", int_bound(d, false)),
-        (C::Float, ReduceOp::Sum) => plain("return a + b;", "0"),
+        (C::Float, ReduceOp::Sum) => compensated_sum(a, out, compute_dtype(d)),
         (C::Float, ReduceOp::Prod) => plain("return a * b;", "1"),
         (C::Float, ReduceOp::Max) => plain(&nan_extremum(">"), &format!("-{inf}")),
         (C::Float, ReduceOp::Min) => plain(&nan_extremum("<"), inf),
@@ -160,7 +204,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         init = f.init,
         load = codegen::load(d, "p[j]"),
         lift = f.lift,
-        fin = f.fin,
+        fin = codegen::store(f.out, &f.value),
     )
 }
 
@@ -187,7 +231,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         init = f.init,
         load = codegen::load(d, "p[j * inner]"),
         lift = f.lift,
-        fin = f.fin,
+        fin = codegen::store(f.out, &f.value),
     )
 }
 
@@ -200,12 +244,8 @@ fn run_rows(dev: &Arc<CudaDevice>, key: &str, d: DType, f: &Fold, x: u64, rows: 
     let two_pass = rows < 2 * dev.sm_count() && r > 2 * CHUNK && !key.starts_with("arg");
     let (chunks, chunk) = if two_pass { (r.div_ceil(CHUNK), CHUNK) } else { (1, r.max(1)) };
     let tpr: u32 = if chunk.min(r) >= 1024 { BLOCK } else { 32 };
-    let pass_out = if two_pass { CudaData::empty(dev, acc_dtype_of(f), &[rows * chunks])? } else { out.clone() };
-    let first = if two_pass {
-        Fold { fin: codegen::store(pass_out.dtype, "acc"), out: pass_out.dtype, ..fold_clone(f) }
-    } else {
-        fold_clone(f)
-    };
+    let pass_out = if two_pass { CudaData::empty(dev, f.acc, &[rows * chunks])? } else { out.clone() };
+    let first = if two_pass { Fold { out: pass_out.dtype, ..fold_clone(f) } } else { fold_clone(f) };
     let name = format!("ct_rows_{key}_{}_{}_{tpr}", codegen::tag(d), codegen::tag(first.out));
     let k = dev.kernel(&name, &name, || row_source(&name, d, &first, tpr))?;
     let rows_per_block = (BLOCK / tpr) as u64;
@@ -216,7 +256,7 @@ fn run_rows(dev: &Arc<CudaDevice>, key: &str, d: DType, f: &Fold, x: u64, rows: 
     }
     // second pass: the per-chunk accumulators of each row, folded in chunk order
     let ad = pass_out.dtype;
-    let second = Fold { lift: "(A)(v)".into(), ..fold_clone(f) };
+    let second = fold_clone(f);
     let name2 = format!("ct_rows2_{key}_{}_{}", codegen::tag(ad), codegen::tag(f.out));
     let k2 = dev.kernel(&name2, &name2, || row_source(&name2, ad, &second, 32))?;
     let grid2 = (rows as u64).div_ceil((BLOCK / 32) as u64) as u32;
@@ -230,22 +270,9 @@ fn fold_clone(f: &Fold) -> Fold {
         lift: f.lift.clone(),
         comb: f.comb.clone(),
         init: f.init.clone(),
-        fin: f.fin.clone(),
+        value: f.value.clone(),
         out: f.out,
-    }
-}
-
-/// The dtype that stores a fold's accumulator exactly (from its C declaration).
-fn acc_dtype_of(f: &Fold) -> DType {
-    match f.acc_decl.as_str() {
-        "typedef float A;" => DType::F32,
-        "typedef double A;" => DType::F64,
-        "typedef i64 A;" => DType::I64,
-        "typedef bool A;" => DType::Bool,
-        "typedef u8 A;" => DType::U8,
-        "typedef u32 A;" => DType::U32,
-        "typedef int A;" => DType::I32,
-        _ => f.out,
+        acc: f.acc,
     }
 }
 
@@ -292,7 +319,11 @@ fn plan(x: &CudaData, shape: &[usize], axes: &[usize], allow_column: bool) -> Re
             let last = *red.last().unwrap_or(&first);
             let outer: usize = shape[..first].iter().product();
             let inner: usize = shape[last + 1..].iter().product();
-            return Ok(Plan::Column { x: x.clone(), outer, r, inner });
+            // one thread per output walks its column: only worth it with enough outputs to fill
+            // the GPU or short columns; otherwise the transposing copy and the row plan win
+            if outer * inner >= COLUMN_MIN_OUTPUTS || r <= COLUMN_MAX_SHORT {
+                return Ok(Plan::Column { x: x.clone(), outer, r, inner });
+            }
         }
     }
     let perm = rows_permutation(shape.len(), axes);
@@ -354,8 +385,9 @@ pub fn arg_reduce(op: ArgReduceOp, x: &CudaData, shape: &[usize], axis: usize) -
              if ((b.v {cmp} a.v) || (b.v == a.v && b.i < a.i)) return b; return a;"
         ),
         init: format!("A{{({t})0, -1}}"),
-        fin: "(u32)(acc.i < 0 ? 0 : acc.i)".into(),
+        value: "(acc.i < 0 ? 0 : acc.i)".into(),
         out: DType::U32,
+        acc: DType::U32,
     };
     let key = if op == ArgReduceOp::ArgMax { "argmax" } else { "argmin" };
     let out_shape = keep_shape(shape, &[axis]);
@@ -399,8 +431,13 @@ extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict
         A shift = (m != m || m == {inf} || m == -{inf}) ? (A)0 : m;
         A c = {softmax_shift};
         A s = 0;
-        for (i64 j = threadIdx.x; j < r; j += blockDim.x) {{ A v = {load}; s += exp{f}(v - c); }}
-        sh[threadIdx.x] = s;
+        A e = 0;
+        for (i64 j = threadIdx.x; j < r; j += blockDim.x) {{
+            A v = {load}; A y = exp{f}(v - c); A t = s + y;
+            e += (t - t == (A)0) ? ((fabs(s) >= fabs(y)) ? (s - t) + y : (y - t) + s) : (A)0;
+            s = t;
+        }}
+        sh[threadIdx.x] = (s - s == (A)0) ? s + e : s;
         __syncthreads();
         for (int k = {BLOCK} / 2; k > 0; k >>= 1) {{
             if (threadIdx.x < k) sh[threadIdx.x] = sh[threadIdx.x] + sh[threadIdx.x + k];
@@ -471,8 +508,13 @@ fn permuted_back(shape: &[usize], perm: &[usize]) -> crate::shape::Strides {
 }
 
 /// Cumulative sum or product along `axis` (from the end when `reverse`; an exclusive scan leaves
-/// out each element itself). One thread per row walks it in order, so the result is the CPU's
-/// sequential one (integers in wrapping i64, f16/bf16 in f32).
+/// out each element itself), integers in wrapping i64, f16/bf16 in f32.
+///
+/// Products: one thread per row walks it in order, so the result is the CPU's sequential one.
+/// Sums over axes longer than [`SCAN_CHUNK`] are cut into chunks of about `sqrt(r)` elements:
+/// one thread per chunk adds it up, one per row scans the chunk totals, and one per chunk scans
+/// it from its offset. Float sums are compensated (see the module documentation), so every
+/// running sum is within a few roundings of the exact one however long the axis.
 pub fn scan(
     op: ScanOp,
     x: &CudaData,
@@ -492,47 +534,139 @@ pub fn scan(
     };
     let out = CudaData::empty(dev, d, &[rows * r])?;
     let perm = rows_permutation(shape.len(), &[axis]);
-    if rows * r > 0 {
-        let is_sum = op == ScanOp::Sum;
-        let key = format!("ct_scan_{}_{}", if is_sum { "sum" } else { "prod" }, codegen::tag(d));
-        let k = dev.kernel(&key, &key, || {
-            let (acc, comb) = if d.is_int() {
-                ("i64", if is_sum { "(i64)((u64)acc + (u64)(i64)v)" } else { "(i64)((u64)acc * (u64)(i64)v)" })
-            } else {
-                (codegen::compute(d), if is_sum { "acc + v" } else { "acc * v" })
-            };
-            let st = codegen::storage(d);
-            let fin = if d.is_int() { format!("({st})(acc)") } else { codegen::store(d, "acc") };
-            format!(
-                r#"{PRELUDE}
-extern "C" __global__ void {key}({st}* __restrict__ out, const {st}* __restrict__ x, i64 rows, i64 r, int reverse, int inclusive) {{
+    if rows * r == 0 {
+        return Ok(CudaData { strides: permuted_back(shape, &perm), ..out });
+    }
+    let is_sum = op == ScanOp::Sum;
+    let f = if !is_sum {
+        let a = if d.is_int() { "i64" } else { codegen::compute(d) };
+        let comb = if d.is_int() { "return (A)((u64)a * (u64)b);" } else { "return a * b;" };
+        let acc = if d.is_int() { DType::I64 } else { compute_dtype(d) };
+        Fold {
+            acc_decl: format!("typedef {a} A;"),
+            lift: "(A)(v)".into(),
+            comb: comb.into(),
+            init: "1".into(),
+            value: "acc".into(),
+            out: d,
+            acc,
+        }
+    } else if d.is_int() {
+        fold(dev, ReduceOp::Sum, d, d)?
+    } else {
+        compensated_sum(codegen::compute(d), d, compute_dtype(d))
+    };
+    let chunk = if is_sum && r > SCAN_CHUNK { SCAN_CHUNK.max((r as f64).sqrt().ceil() as usize) } else { r };
+    let chunks = r.div_ceil(chunk);
+    let key = format!("ct_scan_{}_{}", if is_sum { "sum" } else { "prod" }, codegen::tag(d));
+    let st = codegen::storage(d);
+    let at = codegen::storage(f.acc);
+    let header = format!(
+        "{PRELUDE}\n{decl}\n__device__ __forceinline__ A comb(A a, A b) {{ {comb} }}\n",
+        decl = f.acc_decl,
+        comb = f.comb
+    );
+    // logical position `t` of a row, in scan order, is element `j` of the stored row; every
+    // `lift` below lifts a value named `v`
+    let walk = "i64 j = reverse ? r - 1 - t : t;";
+    let offsets = if chunks > 1 { Some(CudaData::empty(dev, f.acc, &[rows * chunks])?) } else { None };
+    if let Some(off) = &offsets {
+        // chunk totals, then an exclusive scan of them per row (in place)
+        let tot = format!("{key}_totals");
+        let src = format!(
+            r#"{header}
+extern "C" __global__ void {tot}({at}* __restrict__ off, const {st}* __restrict__ x, i64 rows, i64 r, int reverse, i64 chunk, i64 chunks) {{
+    CT_LOOP(id, rows * chunks) {{
+        i64 row = id / chunks, t0 = (id - row * chunks) * chunk, t1 = t0 + chunk < r ? t0 + chunk : r;
+        A acc = {init};
+        for (i64 t = t0; t < t1; t++) {{ {walk} {ct} v = {load}; acc = comb(acc, {lifted}); }}
+        off[id] = ({at})({value});
+    }}
+}}
+extern "C" __global__ void {tot}_scan({at}* __restrict__ off, i64 rows, i64 chunks) {{
     CT_LOOP(row, rows) {{
-        {acc} acc = {init};
-        for (i64 t = 0; t < r; t++) {{
-            i64 j = reverse ? r - 1 - t : t;
-            {ct} v = {load};
-            if (inclusive) {{ acc = {comb}; out[row * r + j] = {fin}; }}
-            else {{ out[row * r + j] = {fin}; acc = {comb}; }}
-        }}
+        A acc = {init};
+        for (i64 c = 0; c < chunks; c++) {{ {at} v = off[row * chunks + c]; off[row * chunks + c] = ({at})({value}); acc = comb(acc, {lifted_acc}); }}
     }}
 }}
 "#,
-                init = if is_sum { "0" } else { "1" },
-                ct = codegen::compute(d),
-                load = codegen::load(d, "x[row * r + j]"),
-            )
-        })?;
-        let (mut o, mut p, mut n_rows, mut len, mut rev, mut inc) =
-            (out.ptr(), xr.ptr(), rows as i64, r as i64, reverse as i32, inclusive as i32);
+            init = f.init,
+            ct = codegen::compute(d),
+            load = codegen::load(d, "x[row * r + j]"),
+            lifted = f.lift,
+            lifted_acc = f.lift,
+            value = f.value,
+        );
+        // two kernels of one source (the disk cache compiles it once)
+        let k = dev.kernel(&tot, &tot, || src.clone())?;
+        let (mut o, mut p, mut n_rows, mut len, mut rev, mut ch, mut n_ch) =
+            (off.ptr(), xr.ptr(), rows as i64, r as i64, reverse as i32, chunk as i64, chunks as i64);
         let mut params: Vec<*mut c_void> = vec![
             &mut o as *mut u64 as *mut c_void,
             &mut p as *mut u64 as *mut c_void,
             &mut n_rows as *mut i64 as *mut c_void,
             &mut len as *mut i64 as *mut c_void,
             &mut rev as *mut i32 as *mut c_void,
-            &mut inc as *mut i32 as *mut c_void,
+            &mut ch as *mut i64 as *mut c_void,
+            &mut n_ch as *mut i64 as *mut c_void,
         ];
-        dev.launch(k, dev.grid_for(rows as u64, 128), 128, 0, &mut params)?;
+        dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params)?;
+        let scan_name = format!("{tot}_scan");
+        let k2 = dev.kernel(&scan_name, &scan_name, || src)?;
+        let mut params: Vec<*mut c_void> = vec![
+            &mut o as *mut u64 as *mut c_void,
+            &mut n_rows as *mut i64 as *mut c_void,
+            &mut n_ch as *mut i64 as *mut c_void,
+        ];
+        dev.launch(k2, dev.grid_for(rows as u64, 128), 128, 0, &mut params)?;
     }
+    let k = dev.kernel(&key, &key, || {
+        format!(
+            r#"{header}
+extern "C" __global__ void {key}({st}* __restrict__ out, const {st}* __restrict__ x, const {at}* __restrict__ off, i64 rows, i64 r, int reverse, int inclusive, i64 chunk, i64 chunks) {{
+    CT_LOOP(id, rows * chunks) {{
+        i64 row = id / chunks, t0 = (id - row * chunks) * chunk, t1 = t0 + chunk < r ? t0 + chunk : r;
+        A acc = {init};
+        if (off) {{ {at} v = off[id]; acc = {lifted_acc}; }}
+        for (i64 t = t0; t < t1; t++) {{
+            {walk}
+            {ct} v = {load};
+            if (inclusive) {{ acc = comb(acc, {lifted}); out[row * r + j] = {fin}; }}
+            else {{ out[row * r + j] = {fin}; acc = comb(acc, {lifted}); }}
+        }}
+    }}
+}}
+"#,
+            init = f.init,
+            ct = codegen::compute(d),
+            load = codegen::load(d, "x[row * r + j]"),
+            lifted = f.lift,
+            lifted_acc = f.lift,
+            fin = codegen::store(d, &f.value),
+        )
+    })?;
+    let (mut o, mut p, mut offp, mut n_rows, mut len, mut rev, mut inc, mut ch, mut n_ch) = (
+        out.ptr(),
+        xr.ptr(),
+        offsets.as_ref().map_or(0, |o| o.ptr()),
+        rows as i64,
+        r as i64,
+        reverse as i32,
+        inclusive as i32,
+        chunk as i64,
+        chunks as i64,
+    );
+    let mut params: Vec<*mut c_void> = vec![
+        &mut o as *mut u64 as *mut c_void,
+        &mut p as *mut u64 as *mut c_void,
+        &mut offp as *mut u64 as *mut c_void,
+        &mut n_rows as *mut i64 as *mut c_void,
+        &mut len as *mut i64 as *mut c_void,
+        &mut rev as *mut i32 as *mut c_void,
+        &mut inc as *mut i32 as *mut c_void,
+        &mut ch as *mut i64 as *mut c_void,
+        &mut n_ch as *mut i64 as *mut c_void,
+    ];
+    dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params)?;
     Ok(CudaData { strides: permuted_back(shape, &perm), ..out })
 }
