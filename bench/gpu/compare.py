@@ -8,7 +8,7 @@ Usage, on a GPU machine (the binaries are built elsewhere by `bench/gpu/build`):
 Sections: matmul (f32 with TF32 off, bf16; n = 4096, 8192), elementwise (one op over 2^28 f32
 against a device-to-device copy), overhead (eager per-op cost of `sin(x)*1.01+0.1` on 16 floats),
 mlp (784-512-512-10 SGD step, batch 128 and 4096), gated_delta (fwd+bwd of the gated delta rule,
-f32, B=1, 16 heads of 128x128, T = 2048 and 8192: cotangent-nn's chunked custom function against
+f32, B=1, 16 heads of 128x128, T = 2048 and 8192, and 32768 for cotangent alone: cotangent-nn's chunked custom function against
 JAX's chunked checkpointed scan; time and peak device memory). cotangent's programs print one JSON record
 each; the peers' side is `anchors.py` (JSON lines). Every record is also appended to
 `$OUT/gpu_bench.jsonl` when OUT is set. The table at the end gives each workload's numbers and
@@ -103,8 +103,10 @@ def main():
                              pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
         elif s == "gated_delta":
             pr = peers(a.python, "gdn_jax", IMPL="jax_chunk_ckpt_jit", TS="2048,8192")
-            for t in (2048, 8192):
-                r = ours(a.bin, "gated_delta_layer", "--t", t, "--reps", 5, "--warmup", 2)
+            # T = 32768 for cotangent only: it must run, with memory linear in T
+            for t in (2048, 8192, 32768):
+                reps = (5, 2) if t < 32768 else (2, 1)
+                r = ours(a.bin, "gated_delta_layer", "--t", t, "--reps", reps[0], "--warmup", reps[1])
                 j = pick(pr, impl="jax_chunk_ckpt_jit", T=t)
                 res = r and r["results"]
                 rows.append((f"gated delta fwd+bwd T={t}", "ms", res and res["ms_per_step"], None,

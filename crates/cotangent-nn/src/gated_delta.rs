@@ -11,12 +11,14 @@
 //! ```
 //!
 //! [`gated_delta_recurrent`] runs this step by step with ops; differentiating it stores the
-//! state of every step. [`gated_delta_chunked`] splits time into chunks and runs each chunk
-//! as one **custom function** ([`chunk_function`]) whose forward computes the whole chunk in
-//! parallel form (a handful of matrix products) and whose VJP *recomputes* the chunk from its
-//! inputs — ordered after the forward outputs with [`ct::depends`] — instead of storing its
-//! intermediates. Only the chunk-boundary states are kept between the forward and backward
-//! pass.
+//! state of every step. [`gated_delta_chunked`] splits time into chunks and runs them in
+//! segments of [`SEGMENT_STEPS`] steps, each one **custom function** ([`segment_function`]) whose
+//! forward computes every chunk's parallel (WY) form at once — batched matrix products over the
+//! segment's chunks — and then carries the state across its chunks with four small products per
+//! chunk, and whose VJP *recomputes* the segment from its inputs — ordered after the forward
+//! outputs with [`ct::depends`] — instead of storing its intermediates. Only the
+//! segment-boundary states are kept between the forward and backward pass. ([`chunk_function`]
+//! is the same pattern one chunk per call: simpler, but several times the kernel launches.)
 use crate::layers::Linear;
 use crate::{activations, init, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Result};
@@ -127,6 +129,90 @@ pub fn chunk_function() -> ChunkFn {
     .clone()
 }
 
+/// Time steps per call of [`segment_function`] in [`gated_delta_chunked`] (rounded down to
+/// whole chunks, at least one): longer segments launch fewer kernels, shorter ones hold fewer
+/// intermediates while a segment's VJP recomputes it.
+pub const SEGMENT_STEPS: usize = 512;
+
+/// The forward computation of a segment of `n` chunks of `C` steps.
+///
+/// Inputs: `q, k: [.., n, C, d_k]`, `v: [.., n, C, d_v]`, `log_g, beta: [.., n, C]`,
+/// `s0: [.., d_k, d_v]`. Outputs: `y: [.., n, C, d_v]` and the state after the last chunk.
+///
+/// Every chunk's WY form (see [`chunk_forward`]) is computed for all `n` chunks at once:
+/// `T = (I + A)⁻¹`, `W = T (β e^γ ⊙ k)` and `U = T (β ⊙ v)`, so that a chunk entered with state
+/// `S` writes `δ = U − W S`. Only the state is sequential: per chunk `δ = U − W S`,
+/// `S ← e^{γ_C} S + (e^{γ_C − γ} ⊙ k)ᵀ δ`. The outputs `y = e^γ ⊙ q S + (D ⊙ q kᵀ) δ` are
+/// then one batched product over the chunks.
+pub fn segment_forward(x: &[Array]) -> Vec<Array> {
+    let (q, k, v, log_g, beta, s0) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]);
+    let c = q.shape()[q.ndim() - 2];
+    let n = q.shape()[q.ndim() - 3];
+    let dt = q.dtype();
+    let on = q.device();
+    let upper = ct::tri(c, c, 0, dt).t().to_device(on);
+    let gamma = log_g.expand_dims(&[-2]).matmul(&upper).squeeze(&[-2]); // [.., n, C]
+    let gamma_last = gamma.slice_axis(-1, Some(c as isize - 1), None, 1); // [.., n, 1]
+    let lower = ct::tri(c, c, 0, DType::Bool).to_device(on);
+    let diff = gamma.expand_dims(&[-1]) - gamma.expand_dims(&[-2]);
+    let decay = ct::select(&lower, &diff, -1e30).exp(); // D per chunk
+    let strict = ct::tri(c, c, -1, dt).to_device(on);
+    let k_t = k.swapaxes(-1, -2);
+    let beta_col = beta.expand_dims(&[-1]); // [.., n, C, 1]
+    let a = k.matmul(&k_t) * &decay * &beta_col * &strict;
+    let g_col = gamma.exp().expand_dims(&[-1]); // e^γ, [.., n, C, 1]
+    let inv = unit_lower_inverse(&a);
+    let w = inv.matmul(&(&beta_col * &g_col * k)); // [.., n, C, d_k]
+    let u = inv.matmul(&(&beta_col * v)); // [.., n, C, d_v]
+    let tail_k = ((&gamma_last - &gamma).exp().expand_dims(&[-1]) * k).swapaxes(-1, -2); // [.., n, d_k, C]
+    let g_last = gamma_last.exp().expand_dims(&[-1]); // [.., n, 1, 1]
+    let chunk = |x: &Array, i: usize| x.slice_axis(-3, Some(i as isize), Some(i as isize + 1), 1).squeeze(&[-3]);
+    let mut s = s0.clone();
+    let (mut states, mut deltas) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        let delta = chunk(&u, i) - chunk(&w, i).matmul(&s);
+        let next = chunk(&g_last, i) * &s + chunk(&tail_k, i).matmul(&delta);
+        states.push(s);
+        deltas.push(delta);
+        s = next;
+    }
+    let (states, deltas) = (ct::stack(&states, -3), ct::stack(&deltas, -3)); // [.., n, ·, d_v]
+    let y = (&g_col * q).matmul(&states) + (q.matmul(&k_t) * &decay).matmul(&deltas);
+    vec![y, s]
+}
+
+/// A segment of chunks as a custom function: the forward is [`segment_forward`]; the VJP rule
+/// recomputes the segment on `depends(primals, outputs)` and differentiates it with `ct::vjp`,
+/// so none of the segment's intermediates are kept from the forward pass.
+///
+/// ```
+/// use cotangent::{self as ct, Array, DType};
+/// use cotangent_nn::gated_delta::{segment_forward, segment_function};
+/// // one head, 2 chunks of 3 steps, d_k = d_v = 2
+/// let key = ct::random::key(0);
+/// let r = |i: u32, shape: &[usize]| ct::random::normal(&ct::random::fold_in(&key, i), shape, DType::F64) * 0.3;
+/// let x = vec![r(0, &[2, 3, 2]), r(1, &[2, 3, 2]), r(2, &[2, 3, 2]), r(3, &[2, 3]) - 1.0, r(4, &[2, 3]).sigmoid(), r(5, &[2, 2])];
+/// let out = segment_function()(&x).unwrap();
+/// assert_eq!(out[0].shape(), &[2, 3, 2]);
+/// let plain = segment_forward(&x);
+/// let same = (&out[0] - &plain[0]).abs().max_all().item::<f64>().unwrap();
+/// assert!(same < 1e-12);
+/// ```
+pub fn segment_function() -> ChunkFn {
+    static F: OnceLock<ChunkFn> = OnceLock::new();
+    F.get_or_init(|| {
+        let f = ct::custom_function(segment_forward)
+            .vjp(|primals, cotangents, outputs| {
+                let inputs = ct::depends(primals, outputs);
+                ct::vjp(segment_forward, &inputs, cotangents).map(|(_, grads)| grads)
+            })
+            .name("gated_delta_segment")
+            .build();
+        Arc::new(f)
+    })
+    .clone()
+}
+
 /// The recurrence step by step. `q, k: [B, H, T, d_k]`, `v: [B, H, T, d_v]`,
 /// `log_g, beta: [B, H, T]`; returns `y: [B, H, T, d_v]`.
 pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, beta: &Array) -> Array {
@@ -149,8 +235,9 @@ pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, bet
     ct::concatenate(&ys, 2)
 }
 
-/// The recurrence in chunks of `chunk` steps (the last chunk may be shorter), each a call of
-/// [`chunk_function`]. Same inputs and result as [`gated_delta_recurrent`].
+/// The recurrence in chunks of `chunk` steps (the last chunk may be shorter), in segments of
+/// [`SEGMENT_STEPS`] steps, each a call of [`segment_function`]. Same inputs and result as
+/// [`gated_delta_recurrent`].
 pub fn gated_delta_chunked(
     q: &Array,
     k: &Array,
@@ -159,27 +246,57 @@ pub fn gated_delta_chunked(
     beta: &Array,
     chunk: usize,
 ) -> Result<Array> {
+    gated_delta_segmented(q, k, v, log_g, beta, chunk, SEGMENT_STEPS)
+}
+
+/// [`gated_delta_chunked`] with segments of `segment_steps` steps (rounded down to whole
+/// chunks, at least one chunk) per call of [`segment_function`]: the knob between kernel launches
+/// (fewer with longer segments) and the memory a segment's recomputation holds.
+///
+/// ```
+/// use cotangent::{self as ct, DType};
+/// use cotangent_nn::gated_delta::{gated_delta_recurrent, gated_delta_segmented};
+/// let r = |i: u64, shape: &[usize]| ct::random::normal(&ct::random::key(i), shape, DType::F64) * 0.3;
+/// let (q, k, v) = (r(0, &[1, 2, 10, 3]), r(1, &[1, 2, 10, 3]), r(2, &[1, 2, 10, 3]));
+/// let (log_g, beta) = (r(3, &[1, 2, 10]) - 1.0, r(4, &[1, 2, 10]).sigmoid());
+/// // chunks of 3 steps, two chunks per segment: segments [0, 6), [6, 9) and the rest [9, 10)
+/// let y = gated_delta_segmented(&q, &k, &v, &log_g, &beta, 3, 6).unwrap();
+/// let want = gated_delta_recurrent(&q, &k, &v, &log_g, &beta);
+/// assert!((&y - &want).abs().max_all().item::<f64>().unwrap() < 1e-12);
+/// ```
+pub fn gated_delta_segmented(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    log_g: &Array,
+    beta: &Array,
+    chunk: usize,
+    segment_steps: usize,
+) -> Result<Array> {
     assert!(chunk > 0, "cotangent_nn::gated_delta_chunked: chunk size must be positive");
     let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
     let dv = v.shape()[3];
-    let f = chunk_function();
+    let f = segment_function();
+    // (first step, chunks, chunk length) of every segment: whole chunks, then the remainder
+    let per_segment = (segment_steps / chunk).max(1);
+    let whole = t / chunk;
+    let mut segments: Vec<(usize, usize, usize)> =
+        (0..whole).step_by(per_segment).map(|c0| (c0 * chunk, per_segment.min(whole - c0), chunk)).collect();
+    if t % chunk != 0 {
+        segments.push((whole * chunk, 1, t % chunk));
+    }
     let mut s = ct::zeros(&[b, h, dk, dv], q.dtype()).to_device(q.device());
-    let mut ys = Vec::new();
-    let mut start = 0;
-    while start < t {
-        let end = (start + chunk).min(t);
-        let (s0, e0) = (Some(start as isize), Some(end as isize));
-        let out = f(&[
-            q.slice_axis(2, s0, e0, 1),
-            k.slice_axis(2, s0, e0, 1),
-            v.slice_axis(2, s0, e0, 1),
-            log_g.slice_axis(2, s0, e0, 1),
-            beta.slice_axis(2, s0, e0, 1),
-            s,
-        ])?;
-        ys.push(out[0].clone());
+    let mut ys = Vec::with_capacity(segments.len());
+    for (start, n, c) in segments {
+        let (s0, e0) = (Some(start as isize), Some((start + n * c) as isize));
+        let steps = |x: &Array, d: Option<usize>| {
+            let shape: Vec<usize> = [b, h, n, c].into_iter().chain(d).collect();
+            x.slice_axis(2, s0, e0, 1).reshape_exact(&shape)
+        };
+        let out =
+            f(&[steps(q, Some(dk)), steps(k, Some(dk)), steps(v, Some(dv)), steps(log_g, None), steps(beta, None), s])?;
+        ys.push(out[0].reshape_exact(&[b, h, n * c, dv]));
         s = out[1].clone();
-        start = end;
     }
     if ys.len() == 1 {
         return Ok(ys.pop().unwrap());

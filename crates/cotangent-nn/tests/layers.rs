@@ -1,6 +1,6 @@
 //! Each layer's forward pass against a reference computed with f64 loops.
 use cotangent::{self as ct, Array, DType};
-use cotangent_nn::gated_delta::{causal_conv1d, gated_delta_chunked, gated_delta_recurrent};
+use cotangent_nn::gated_delta::{causal_conv1d, gated_delta_chunked, gated_delta_recurrent, gated_delta_segmented};
 use cotangent_nn::*;
 
 fn vals(a: &Array) -> Vec<f64> {
@@ -194,6 +194,22 @@ fn gated_delta_recurrent_and_chunked_match_loops() {
     for chunk in [1, 4, 8, 16, 37, 64] {
         let ch = gated_delta_chunked(&q, &k, &v, &lg, &be, chunk).unwrap();
         assert_close(&vals(&ch), &want, 1e-9, &format!("chunked({chunk})"));
+    }
+    // several segments per call (two chunks of 4 per segment), values and gradients
+    for (chunk, seg) in [(4, 8), (3, 3), (5, 100)] {
+        let ch = gated_delta_segmented(&q, &k, &v, &lg, &be, chunk, seg).unwrap();
+        assert_close(&vals(&ch), &want, 1e-9, &format!("segmented({chunk}, {seg})"));
+    }
+    let w = rand(29, &[2, 3, 37, 4]);
+    let loss = |f: fn(&[Array], &Array) -> Array, w: Array| move |x: &[Array]| (f(x, &w) * &w).sum_all();
+    let seg: fn(&[Array], &Array) -> Array =
+        |x, _| gated_delta_segmented(&x[0], &x[1], &x[2], &x[3], &x[4], 4, 8).unwrap();
+    let rec: fn(&[Array], &Array) -> Array = |x, _| gated_delta_recurrent(&x[0], &x[1], &x[2], &x[3], &x[4]);
+    let inputs = [q.clone(), k.clone(), v.clone(), lg.clone(), be.clone()];
+    let g_seg = ct::grad(loss(seg, w.clone()))(&inputs).unwrap();
+    let g_rec = ct::grad(loss(rec, w))(&inputs).unwrap();
+    for (i, (a, b)) in g_seg.iter().zip(&g_rec).enumerate() {
+        assert_close(&vals(a), &vals(b), 1e-9, &format!("segmented gradient {i}"));
     }
     // f32: the chunked form stays accurate
     let f = |a: &Array| a.astype(DType::F32);

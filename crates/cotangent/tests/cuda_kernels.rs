@@ -258,6 +258,18 @@ fn binary_ops_match_cpu_with_broadcasting() {
             let got2 = as_f64(&r2.to_host(&[m, n]).expect("host"), &[m, n]);
             let want2 = array_f64(&ct::binary(*op, &array(d, &vb, &[n]), &array(d, &va, &[m, n])));
             close(&format!("{} {d} swapped", op.name()), &got2, &want2, t, 1e-30);
+            // a 0-d operand (the dense launch with a broadcast scalar), on either side
+            let s = CudaData::from_host(&dev, &Data::contiguous(buffer(d, &vb[4..5]), &[]), &[]).expect("s");
+            let sa = array(d, &vb[4..5], &[]);
+            let dense = upload_view(&dev, &host_view(d, &va, m, n, 0));
+            let xa = array(d, &va, &[m, n]);
+            for (got, want, what) in [
+                (cuda::binary(*op, &dense, &[m, n], &s, &[], &[m, n]), ct::binary(*op, &xa, &sa), "x op scalar"),
+                (cuda::binary(*op, &s, &[], &dense, &[m, n], &[m, n]), ct::binary(*op, &sa, &xa), "scalar op x"),
+            ] {
+                let got = as_f64(&got.expect("binary with a scalar").to_host(&[m, n]).expect("host"), &[m, n]);
+                close(&format!("{} {d} {what}", op.name()), &got, &array_f64(&want), t, 1e-30);
+            }
         }
     }
 }

@@ -102,8 +102,8 @@ template <int K> struct ct_args {
    division; the others divide in 32 bits when the whole space fits (64-bit division is a long
    software sequence on GPUs and bounded the strided kernels at half the memory bandwidth). */
 template <int K> __device__ __forceinline__ void ct_offsets(const ct_args<K>& a, i64 i, i64* o) {
-    if (a.contig) {
-        for (int k = 0; k < K; k++) o[k] = i;
+    if (a.contig & 1) {
+        for (int k = 0; k < K; k++) o[k] = ((a.contig >> (k + 1)) & 1) ? 0 : i;
         return;
     }
     for (int k = 0; k < K; k++) o[k] = 0;
@@ -138,7 +138,8 @@ pub struct Args<const K: usize> {
     pub n: i64,
     /// Number of (merged) axes.
     pub ndim: i64,
-    /// 1 when every operand is dense row-major over the whole space (index = element number).
+    /// Bit 0: every operand is dense row-major over the whole space (offset = element number)
+    /// or a broadcast scalar (offset 0); bit `k + 1`: operand `k` is such a scalar.
     pub contig: i64,
     /// Extents.
     pub shape: [i64; MAX_DIMS],
@@ -175,14 +176,10 @@ impl<const K: usize> Args<K> {
             )));
         }
         let n: usize = shape.iter().product();
-        let contig = dims.len() <= 1 && st.iter().all(|s| s.iter().all(|&x| x == 1));
-        let mut a = Args {
-            n: n as i64,
-            ndim: dims.len() as i64,
-            contig: contig as i64,
-            shape: [1; MAX_DIMS],
-            st: [[0; MAX_DIMS]; K],
-        };
+        let dense = dims.len() <= 1 && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0));
+        let scalars = st.first().map_or(0, |s| (0..K).filter(|&k| s[k] == 0).fold(0i64, |m, k| m | 2 << k));
+        let contig = if dense { 1 | scalars } else { 0 };
+        let mut a = Args { n: n as i64, ndim: dims.len() as i64, contig, shape: [1; MAX_DIMS], st: [[0; MAX_DIMS]; K] };
         for (d, (&e, s)) in dims.iter().zip(&st).enumerate() {
             a.shape[d] = e as i64;
             for (k, &v) in s.iter().enumerate().take(K) {

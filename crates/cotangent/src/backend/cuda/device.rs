@@ -230,6 +230,19 @@ impl CudaDevice {
             self.bind()?;
             let b = cudarc::cublas::CudaBlas::new(self.stream.clone())
                 .map_err(|x| self.error(format!("creating the cuBLAS handle: {x:?}")))?;
+            // the workspace NVIDIA recommends for Hopper (4 MiB suffices before it); with a
+            // smaller one the heuristics skip the fastest bf16/f16 kernels. Allocated once per
+            // device and kept for the life of the process, as the handle itself.
+            let bytes = if self.arch.0 >= 9 { 32 << 20 } else { 4 << 20 };
+            // SAFETY: a plain device allocation of `bytes` on this device's (bound) context.
+            let ws = unsafe { dr::malloc_sync(bytes) }
+                .map_err(|x| self.error(format!("allocating the cuBLAS workspace ({bytes} bytes): {x}")))?;
+            // SAFETY: `ws` is a live allocation of `bytes` bytes that is never freed, and the
+            // handle is only used on this device's stream.
+            let st = unsafe { cudarc::cublas::sys::cublasSetWorkspace_v2(*b.handle(), ws as *mut c_void, bytes) };
+            if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                return Err(self.error(format!("setting the cuBLAS workspace: {st:?}")));
+            }
             *blas = Some(b);
         }
         self.bind()?;

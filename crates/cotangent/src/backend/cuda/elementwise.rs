@@ -187,19 +187,22 @@ pub(crate) fn same_device<'a>(what: &str, xs: &[&'a CudaData]) -> Result<&'a Arc
 const DENSE_UNROLL: u32 = 4;
 
 /// A map kernel's source: `body` is the loop body, with `o[k]` the operand offsets of element `i`.
-/// Dense launches (`g.contig`) take an unrolled loop without index arithmetic; strided ones
-/// compute each operand's offset from the element number.
+/// Dense launches (`g.contig`: every operand dense or a broadcast scalar, as in `x * 1.01`) take
+/// an unrolled loop without index arithmetic; strided ones compute each operand's offset from
+/// the element number.
 fn map_source(header: &str, name: &str, out_t: &str, in_ts: &[&str], body: &str) -> String {
     let k = in_ts.len();
     let params: String = in_ts.iter().enumerate().map(|(j, t)| format!("const {t}* __restrict__ a{j}, ")).collect();
     format!(
         "{PRELUDE}\n{header}\nextern \"C\" __global__ void {name}({out_t}* __restrict__ out, {params}ct_args<{k}> g) {{\n  \
-         if (g.contig) {{\n    \
+         if (g.contig & 1) {{\n    \
            const i64 stride = (i64)blockDim.x * gridDim.x;\n    \
+           bool scalar[{k}];\n    \
+           for (int k = 0; k < {k}; k++) scalar[k] = (g.contig >> (k + 1)) & 1;\n    \
            for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {DENSE_UNROLL} * stride) {{\n      \
              _Pragma(\"unroll\") for (int u = 0; u < {DENSE_UNROLL}; u++) {{\n        \
                i64 i = b + u * stride;\n        \
-               if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = i; {body} }}\n      \
+               if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = scalar[k] ? 0 : i; {body} }}\n      \
              }}\n    \
            }}\n    \
            return;\n  \
