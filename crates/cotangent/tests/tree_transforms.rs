@@ -353,13 +353,13 @@ fn mismatched_leaf_counts_are_errors() {
     assert_eq!(leaves.len(), 4);
     for wrong in [3, 5] {
         let given: Vec<Array> = leaves.iter().cycle().take(wrong).cloned().collect();
-        let err = p.with_leaves(given).err().expect("a wrong leaf count must not rebuild");
+        let Err(err) = p.with_leaves(given) else { panic!("{wrong} leaves must not rebuild a structure of 4") };
         let message = err.to_string();
         assert!(message.contains(&format!("{wrong} arrays given for a structure of 4 leaves")), "{message}");
         assert!(message.contains("BTreeMap"), "{message}");
     }
     // rebuilding straight from an iterator that runs out
-    let mut two = leaves[..2].to_vec().into_iter();
+    let mut two = leaves[..2].iter().cloned();
     assert!(p.rebuild(&mut two).err().unwrap().to_string().contains("ran out"));
 
     // an implementation whose two directions disagree fails the transform, not silently
