@@ -16,7 +16,20 @@
 //! let doubled = t.map(|_, a| a * 2.0);
 //! assert_eq!(doubled.get("layers.0").unwrap().item::<f32>().unwrap(), 6.0);
 //! ```
-use cotangent::{Array, Error, Result};
+//!
+//! A `Tree` is a [`cotangent::ArrayTree`], so cotangent's tree-aware transforms take it
+//! directly and return gradients as a tree of the same names:
+//!
+//! ```
+//! use cotangent::{self as ct, Array};
+//! use cotangent_nn::Tree;
+//! let params = Tree::dict([("w", Tree::leaf(Array::from_slice(&[1.0f64, 2.0], &[2])))]);
+//! let loss = |p: &Tree, x: &Array| Ok::<_, ct::Error>((p.require("w")? * x).sum_all().square());
+//! let grads = ct::grad_tree(loss)(&params, &Array::from_slice(&[3.0f64, 1.0], &[2]))?;
+//! assert_eq!(grads.require("w")?.to_vec::<f64>()?, vec![30.0, 10.0]); // 2 (w·x) x
+//! # Ok::<(), ct::Error>(())
+//! ```
+use cotangent::{Array, ArrayTree, Error, Result};
 
 /// A nested collection of arrays: a leaf, a dictionary with string keys (insertion order kept)
 /// or a list.
@@ -322,5 +335,23 @@ impl Tree {
     /// Evaluate every leaf.
     pub fn eval(&self) -> Result<()> {
         cotangent::eval(&self.leaves())
+    }
+}
+
+/// Leaves in tree order (dictionary insertion order, list order), as [`Tree::leaves`]; a
+/// rebuilt tree keeps every name.
+impl ArrayTree for Tree {
+    fn push_leaves(&self, leaves: &mut Vec<Array>) {
+        self.visit("", &mut |_, a| leaves.push(a.clone()));
+    }
+
+    fn rebuild(&self, leaves: &mut dyn Iterator<Item = Array>) -> Result<Self> {
+        Ok(match self {
+            Tree::Leaf(a) => Tree::Leaf(a.rebuild(leaves)?),
+            Tree::Dict(items) => {
+                Tree::Dict(items.iter().map(|(k, t)| Ok((k.clone(), t.rebuild(leaves)?))).collect::<Result<_>>()?)
+            }
+            Tree::List(items) => Tree::List(items.iter().map(|t| t.rebuild(leaves)).collect::<Result<_>>()?),
+        })
     }
 }

@@ -200,3 +200,57 @@ fn value_and_grad_excludes_frozen_parameters() {
     }
     assert!(outs[0].item::<f64>().unwrap() > 0.0);
 }
+
+/// `ct::grad_tree` over a model's parameter `Tree` (written into a copy of the model by name)
+/// gives the same gradient tree, leaf for leaf, as the module-level `value_and_grad`, and its
+/// loss values agree; the tree-aware `value_and_grad_tree` returns the same loss.
+#[test]
+fn grad_tree_over_a_parameter_tree_matches_module_value_and_grad() {
+    let model = Mlp::new(&ct::random::key(7), 3, 5, Activation::Tanh, DType::F64);
+    let x = ct::random::normal(&ct::random::key(8), &[4, 3], DType::F64);
+    let target = ct::random::normal(&ct::random::key(9), &[4, 3], DType::F64);
+    let batch = (x, target);
+
+    let module_vg = value_and_grad(|m: &Mlp, b: &[Array]| mse(&m.forward(&b[0]), &b[1], Reduction::Mean));
+    let (module_outs, module_grads) = module_vg(&model, &[batch.0.clone(), batch.1.clone()]).unwrap();
+
+    let template = model.clone();
+    let tree_loss = move |params: &Tree, (x, target): &(Array, Array)| -> Result<Array> {
+        let mut m = template.clone();
+        m.update(params)?;
+        Ok(mse(&m.forward(x), target, Reduction::Mean))
+    };
+    let params = model.parameters();
+    let grads: Tree = ct::grad_tree(tree_loss.clone())(&params, &batch).unwrap();
+    let (outs, grads_again) = ct::value_and_grad_tree(tree_loss)(&params, &batch).unwrap();
+
+    assert_eq!(grads.names(), module_grads.names());
+    assert_eq!(grads.names(), ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+    for (name, g) in grads.flatten() {
+        assert_eq!(g.shape(), params.require(&name).unwrap().shape(), "{name}");
+        let expected = module_grads.require(&name).unwrap().to_f64_vec().unwrap();
+        for (which, tree) in [("grad_tree", &grads), ("value_and_grad_tree", &grads_again)] {
+            let got = tree.require(&name).unwrap().to_f64_vec().unwrap();
+            for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{which} {name}[{i}]: {a} vs {b}");
+            }
+        }
+    }
+    let loss = outs[0].item::<f64>().unwrap();
+    assert!((loss - module_outs[0].item::<f64>().unwrap()).abs() < 1e-12);
+
+    // the loss, computed independently in f64 from the parameter values
+    let p = |n: &str| params.require(n).unwrap().to_f64_vec().unwrap();
+    let (w1, b1, w2, b2) = (p("fc1.weight"), p("fc1.bias"), p("fc2.weight"), p("fc2.bias"));
+    let (xs, ts) = (batch.0.to_f64_vec().unwrap(), batch.1.to_f64_vec().unwrap());
+    let mut sum = 0.0;
+    for n in 0..4 {
+        let h: Vec<f64> =
+            (0..5).map(|j| (b1[j] + (0..3).map(|k| w1[j * 3 + k] * xs[n * 3 + k]).sum::<f64>()).tanh()).collect();
+        for i in 0..3 {
+            let y = b2[i] + (0..5).map(|j| w2[i * 5 + j] * h[j]).sum::<f64>();
+            sum += (y - ts[n * 3 + i]).powi(2);
+        }
+    }
+    assert!((loss - sum / 12.0).abs() < 1e-12, "{loss} vs {}", sum / 12.0);
+}

@@ -67,6 +67,7 @@ pub mod primitive;
 pub mod primitives;
 pub mod shape;
 pub mod transforms;
+pub mod tree;
 
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
@@ -212,6 +213,8 @@ pub use ops::{
 };
 pub use shape::Shape;
 pub use transforms::{
-    checkpoint, custom_function, depends, grad, grad_argnums, grad_with_aux, hessian, hvp, jacfwd, jacobian, jacrev,
-    jvp, stop_gradient, value_and_grad, value_and_grad_argnums, vjp, vmap, CustomFunction, IntoOutputs, VmapRuleResult,
+    checkpoint, custom_function, depends, grad, grad_argnums, grad_tree, grad_with_aux, hessian, hvp, jacfwd, jacobian,
+    jacrev, jvp, stop_gradient, value_and_grad, value_and_grad_argnums, value_and_grad_tree, vjp, vmap, vmap_tree,
+    CustomFunction, IntoOutputs, VmapRuleResult,
 };
+pub use tree::{ArrayTree, IntoTree};

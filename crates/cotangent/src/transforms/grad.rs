@@ -27,7 +27,11 @@ fn pick(grads: Vec<Array>, argnums: Option<&[usize]>) -> Result<Vec<Array>> {
 }
 
 /// The shared core of every `grad` variant: outputs and gradients of the first output.
-fn value_and_grad_impl<F, O>(f: &F, args: &[Array], argnums: Option<&[usize]>) -> Result<(Vec<Array>, Vec<Array>)>
+pub(crate) fn value_and_grad_impl<F, O>(
+    f: &F,
+    args: &[Array],
+    argnums: Option<&[usize]>,
+) -> Result<(Vec<Array>, Vec<Array>)>
 where
     F: Fn(&[Array]) -> O + ?Sized,
     O: IntoOutputs,

@@ -1,5 +1,7 @@
 //! Function transformations: [`vjp`], [`jvp`], [`grad`], [`value_and_grad`], [`vmap`],
-//! [`stop_gradient`], [`depends`], [`custom_function`], [`checkpoint`], plus [`jacobian`] / [`hessian`] helpers.
+//! [`stop_gradient`], [`depends`], [`custom_function`], [`checkpoint`], plus [`jacobian`] / [`hessian`] helpers,
+//! and the tree-aware [`grad_tree`], [`value_and_grad_tree`] and [`vmap_tree`] for functions of
+//! structured inputs ([`ArrayTree`](crate::ArrayTree)s).
 //!
 //! A transformable function is any `Fn(&[Array]) -> O` where `O` is an `Array`, a
 //! `Vec<Array>`, or a `Result` of either. Transforms trace the function on fresh tracer
@@ -23,12 +25,14 @@
 pub(crate) mod custom;
 mod grad;
 mod jvp;
+mod tree;
 mod vjp;
 mod vmap;
 
 pub use custom::{checkpoint, custom_function, CustomFunction, VmapRuleResult};
 pub use grad::*;
 pub use jvp::jvp;
+pub use tree::{grad_tree, value_and_grad_tree, vmap_tree};
 pub use vjp::vjp;
 pub use vmap::vmap;
 pub(crate) use vmap::vmap_call;
