@@ -253,7 +253,7 @@ fn build_node(prog: &Prog, env: &[Option<Array>], i: usize) -> Array {
         Op::Select(c, thr, a, b) => {
             let c = v(*c);
             let cond = if c.dtype().is_float() { c.greater(*thr) } else { c.greater(*thr as i64) };
-            ct::select(&cond, &v(*a), &v(*b))
+            ct::select(&cond, v(*a), v(*b))
         }
     }
 }
@@ -362,6 +362,10 @@ pub struct RefRun {
     pub nodes: Vec<Tensor>,
     pub max_abs: f64,
     pub min_margin: f64,
+    /// The smallest distance of any argument from a kink (a `maximum` tie, `abs` at 0, the
+    /// top two of a `max` group, a `select` threshold): finite differences with a larger step
+    /// may straddle it.
+    pub min_kink: f64,
 }
 
 impl RefRun {
@@ -391,6 +395,13 @@ fn wobble(noise: &mut Option<(&mut Rng, f64)>) -> f64 {
     }
 }
 
+/// Add `±r·u·mag[i]` to every element (a rounding error of size `mag` in units of `u`).
+fn add_noise(t: &mut Tensor, mag: &Tensor, noise: &mut Option<(&mut Rng, f64)>) {
+    for (v, m) in t.data.iter_mut().zip(&mag.data) {
+        *v += (wobble(noise) - 1.0) * m;
+    }
+}
+
 /// A unary op on one value; `inner` multiplies the intermediate `x² + ½` of the composite
 /// ops (the rounding of that value in a run with noise).
 fn unary_ref(u: Un, v: f64, inner: f64) -> f64 {
@@ -414,18 +425,30 @@ fn unary_ref(u: Un, v: f64, inner: f64) -> f64 {
 pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f64)>) -> RefRun {
     let mut nodes: Vec<Tensor> = Vec::with_capacity(prog.nodes.len());
     let mut min_margin = f64::INFINITY;
+    let mut min_kink = f64::INFINITY;
+    let mut kink = |d: f64| {
+        if d.is_finite() {
+            min_kink = min_kink.min(d.abs());
+        }
+    };
     for node in &prog.nodes {
         let a = |k: usize| &nodes[k];
         let mut t = match &node.op {
             Op::Input(k) => inputs[*k].clone(),
             Op::Unary(u, x) => {
                 let mut t = a(*x).clone();
+                if *u == Un::Abs {
+                    t.data.iter().for_each(|&v| kink(v));
+                }
                 for v in &mut t.data {
                     *v = unary_ref(*u, *v, wobble(&mut noise));
                 }
                 t
             }
             Op::Binary(b, x, y) => {
+                if *b == Bin::Maximum {
+                    a(*x).zip(a(*y), |p, q| p - q).data.iter().for_each(|&d| kink(d));
+                }
                 let mut q = a(*y).clone();
                 if *b == Bin::DivPos {
                     // the divisor q² + ½ is a value of its own, rounded before dividing
@@ -447,12 +470,38 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
             Op::Reduce(op, x, axes, keep) => {
                 let x = a(*x);
                 let ax: Vec<usize> = axes.iter().map(|&v| r::norm_axis(v, x.shape.len())).collect();
-                let red = x.reduce_keepdims(&ax, |g: &[f64]| match op {
+                if *op == Red::Max {
+                    x.reduce_keepdims(&ax, |g| {
+                        let mut v = g.to_vec();
+                        v.sort_by(|a, b| b.total_cmp(a));
+                        if v.len() > 1 {
+                            v[0] - v[1]
+                        } else {
+                            f64::INFINITY
+                        }
+                    })
+                    .data
+                    .iter()
+                    .for_each(|&d| kink(d));
+                }
+                let mut red = x.reduce_keepdims(&ax, |g: &[f64]| match op {
                     Red::Sum => g.iter().sum(),
                     Red::Mean => g.iter().sum::<f64>() / g.len() as f64,
                     Red::Max => r::group_max(g),
                     Red::LogSumExp => r::group_logsumexp(g),
                 });
+                if noise.is_some() && *op != Red::Max {
+                    // a sum of n terms rounds up to ~log2(n) times, relative to Σ|terms|
+                    // (the logarithm of a sum: relative to 1)
+                    let n: usize = ax.iter().map(|&a| x.shape[a]).product();
+                    let k = (n as f64 + 1.0).log2();
+                    let mag = match op {
+                        Red::LogSumExp => red.map(|_| k),
+                        Red::Mean => x.map(f64::abs).reduce_keepdims(&ax, |g| k * g.iter().sum::<f64>() / n as f64),
+                        _ => x.map(f64::abs).reduce_keepdims(&ax, |g| k * g.iter().sum::<f64>()),
+                    };
+                    add_noise(&mut red, &mag, &mut noise);
+                }
                 if *keep {
                     red
                 } else {
@@ -488,11 +537,21 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
                 let ts: Vec<Tensor> = xs.iter().map(|&k| a(k).clone()).collect();
                 Tensor::concatenate(&ts, r::norm_axis(*axis, ts[0].shape.len()))
             }
-            Op::Matmul(x, y) => a(*x).matmul(a(*y)),
+            Op::Matmul(x, y) => {
+                let mut t = a(*x).matmul(a(*y));
+                if noise.is_some() {
+                    // rounding of the k-term inner products, relative to Σ|a b|
+                    let k = a(*x).shape.last().map_or(1.0, |&k| (k as f64 + 1.0).log2());
+                    let mag = a(*x).map(|v| k * v.abs()).matmul(&a(*y).map(f64::abs));
+                    add_noise(&mut t, &mag, &mut noise);
+                }
+                t
+            }
             Op::Select(c, thr, x, y) => {
                 for &v in &a(*c).data {
                     if v.is_finite() {
                         min_margin = min_margin.min((v - thr).abs());
+                        kink(v - thr);
                     }
                 }
                 let cond = a(*c).map(|v| if v > *thr { 1.0 } else { 0.0 });
@@ -509,7 +568,7 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
     }
     let max_abs =
         nodes.iter().flat_map(|t| t.data.iter()).filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
-    RefRun { nodes, max_abs, min_margin }
+    RefRun { nodes, max_abs, min_margin, min_kink }
 }
 
 // ----- printing --------------------------------------------------------------------------
