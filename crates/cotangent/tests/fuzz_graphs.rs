@@ -1,0 +1,62 @@
+//! Differential fuzzing of random graphs under random transforms (see `fuzz_support`), with a
+//! fixed seed so that CI runs the same cases every time; `cargo run --release --example fuzz
+//! -- --minutes N` runs the same generator and checks for longer. Findings of the fuzzer are
+//! pinned below as named regression tests.
+#[path = "fuzz_support/mod.rs"]
+mod fuzz_support;
+
+use fuzz_support::check::describe;
+use fuzz_support::{gen_case, minimise, run_case, GenLimits, Stats};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use std::cell::RefCell;
+
+/// Cases in CI: about 20 s in the test profile on a quiet machine (the programs are small:
+/// up to 8 ops over at most 256 elements per node).
+const CASES: u32 = 20000;
+
+#[test]
+fn random_graphs_agree_with_the_reference_under_every_transform() {
+    let config = Config {
+        cases: CASES,
+        failure_persistence: None,
+        // a seed names the whole case; `minimise` shrinks the graph itself
+        max_shrink_iters: 0,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, b"cotangent fuzz_graphs fixed seed");
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let stats = RefCell::new(Stats::default());
+    let started = std::time::Instant::now();
+    let result = runner.run(&any::<u64>(), |seed| {
+        let case = gen_case(seed, GenLimits::default());
+        let outcome = run_case(&case, &mut stats.borrow_mut());
+        outcome.map_err(|f| {
+            let (case, f) = minimise(&case, &f);
+            TestCaseError::fail(describe(&case, &f))
+        })
+    });
+    let stats = stats.into_inner();
+    println!("{} in {:.1?}", stats.summary(), started.elapsed());
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert_eq!(stats.graphs, CASES as u64);
+    // every kind of check ran (none is skipped always)
+    for check in [
+        "values_f64",
+        "values_narrow",
+        "wrapped_values",
+        "grad_fd",
+        "vjp_jvp",
+        "wrapped_grad",
+        "whole_wraps",
+        "second_order",
+        "second_order_fd",
+        "vmap",
+        "vmap_grad",
+        "grad_vmap",
+    ] {
+        assert!(stats.ran.get(check).copied().unwrap_or(0) > 0, "check {check} never ran: {}", stats.summary());
+    }
+}
