@@ -382,9 +382,9 @@ impl<'de> serde::Deserialize<'de> for RawHeader {
                         }
                         header.metadata = Some(map.next_value()?);
                     } else {
-                        let tensor = map.next_value::<RawTensor>().map_err(|e| {
-                            serde::de::Error::custom(format_args!("tensor `{name}`: {e}"))
-                        })?;
+                        let tensor = map
+                            .next_value::<RawTensor>()
+                            .map_err(|e| serde::de::Error::custom(format_args!("tensor `{name}`: {e}")))?;
                         header.tensors.push((name, tensor));
                     }
                 }

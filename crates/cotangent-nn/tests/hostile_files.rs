@@ -132,7 +132,8 @@ fn header_lengths_beyond_the_file_are_errors() {
 
 #[test]
 fn offsets_out_of_range_reversed_overlapping_or_leaving_gaps_are_errors() {
-    let one = |offsets: &str, data| file(&format!(r#"{{"a":{{"dtype":"F32","shape":[2],"data_offsets":{offsets}}}}}"#), data);
+    let one =
+        |offsets: &str, data| file(&format!(r#"{{"a":{{"dtype":"F32","shape":[2],"data_offsets":{offsets}}}}}"#), data);
     rejected(&one("[0,4611686018427387904]", 8), "tensor `a` has data_offsets [0, 4611686018427387904], not a range");
     rejected(&one("[8,0]", 8), "data_offsets [8, 0], not a range within the 8 bytes");
     rejected(&one("[4,12]", 8), "not a range within the 8 bytes");
@@ -162,7 +163,10 @@ fn a_dtype_or_shape_that_disagrees_with_the_byte_count_is_an_error() {
         file(&format!(r#"{{"x":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[0,{end}]}}}}"#), end)
     };
     assert!(parse(&t("F32", "[2,2]", 16)).0.is_ok());
-    rejected(&t("F32", "[2,2]", 8), "tensor `x` of shape [2, 2] and dtype float32 takes 16 bytes, but its data_offsets [0, 8] hold 8");
+    rejected(
+        &t("F32", "[2,2]", 8),
+        "tensor `x` of shape [2, 2] and dtype float32 takes 16 bytes, but its data_offsets [0, 8] hold 8",
+    );
     rejected(&t("F64", "[2,2]", 16), "takes 32 bytes");
     rejected(&t("BF16", "[3]", 4), "takes 6 bytes");
     rejected(&t("F32", "[]", 8), "takes 4 bytes");
@@ -195,17 +199,32 @@ fn declared_sizes_that_overflow_are_errors_without_allocating_them() {
     let rank65 = format!("[{}]", vec!["1"; 65].join(","));
     rejected(&t("U8", &rank65, "1"), "a shape of more than 64 dimensions");
     let rank64 = format!("[{}]", vec!["1"; 64].join(","));
-    assert_eq!(parse(&file(&format!(r#"{{"x":{{"dtype":"U8","shape":{rank64},"data_offsets":[0,1]}}}}"#), 1)).0.unwrap().get("x").unwrap().ndim(), 64);
+    assert_eq!(
+        parse(&file(&format!(r#"{{"x":{{"dtype":"U8","shape":{rank64},"data_offsets":[0,1]}}}}"#), 1))
+            .0
+            .unwrap()
+            .get("x")
+            .unwrap()
+            .ndim(),
+        64
+    );
     // tensors whose offsets add up to nearly 2^64 (each 2^61 - 1 bytes of u8)
     let big = (1u64 << 61) - 1;
     let header = format!(
         "{{{}}}",
         (0..8u64)
-            .map(|i| format!(r#""t{i}":{{"dtype":"U8","shape":[{big}],"data_offsets":[{},{}]}}"#, i * big, (i + 1) * big))
+            .map(|i| format!(
+                r#""t{i}":{{"dtype":"U8","shape":[{big}],"data_offsets":[{},{}]}}"#,
+                i * big,
+                (i + 1) * big
+            ))
             .collect::<Vec<_>>()
             .join(",")
     );
-    rejected(&file(&header, 0), "tensor `t0` has data_offsets [0, 2305843009213693951], not a range within the 0 bytes");
+    rejected(
+        &file(&header, 0),
+        "tensor `t0` has data_offsets [0, 2305843009213693951], not a range within the 0 bytes",
+    );
 }
 
 #[test]
@@ -221,7 +240,9 @@ fn names_that_are_not_utf8_or_appear_twice_are_errors() {
     // the same name twice, at distinct or at the same bytes
     let twice = |second: &str| {
         file(
-            &format!(r#"{{"a":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}},"a":{{"dtype":"U8","shape":[1],"data_offsets":{second}}}}}"#),
+            &format!(
+                r#"{{"a":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}},"a":{{"dtype":"U8","shape":[1],"data_offsets":{second}}}}}"#
+            ),
             if second == "[0,1]" { 1 } else { 2 },
         )
     };
@@ -257,7 +278,8 @@ fn files_on_disk_name_themselves_in_the_error() {
     let dir = std::env::temp_dir().join(format!("ct_nn_hostile_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("overlap.safetensors");
-    let header = r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}"#;
+    let header =
+        r#"{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}"#;
     std::fs::write(&path, file(header, 3)).unwrap();
     let m = load(&path).unwrap_err().to_string();
     assert!(m.contains("overlap.safetensors: malformed safetensors data: tensor `b` overlaps tensor `a`"), "{m}");
@@ -281,7 +303,8 @@ fn checkpoints_under_a_prefix_name_each_missing_extra_and_mis_shaped_key() {
         .filter(|n| n != "fc2.bias")
         .map(|n, a| if n == "fc1.weight" { a.t() } else { a.clone() })
         .with("fc3.weight", Tree::leaf(ct::zeros(&[2], DType::F32)));
-    let file = Tree::dict([("model", Tree::dict([("mlp", under)])), ("other", Tree::leaf(ct::zeros(&[5], DType::F32)))]);
+    let file =
+        Tree::dict([("model", Tree::dict([("mlp", under)])), ("other", Tree::leaf(ct::zeros(&[5], DType::F32)))]);
     save(&path, &file, None).unwrap();
     let mut model = Mlp::new(&ct::random::key(2), 3, 4, Activation::Relu, DType::F32);
     let before = model.fc2.bias.as_ref().unwrap().to_vec::<f32>().unwrap();
@@ -385,7 +408,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
         (any::<usize>(), 1u8..=255).prop_map(|(at, xor)| Mutation::Flip { at, xor }),
         any::<usize>().prop_map(|keep| Mutation::Truncate { keep }),
-        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..6)).prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
+        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..6))
+            .prop_map(|(at, bytes)| Mutation::Insert { at, bytes }),
         edge_number().prop_map(Mutation::SetLength),
         (any::<usize>(), edge_number()).prop_map(|(which, value)| Mutation::EditNumber { which, value }),
         (any::<usize>(), strings).prop_map(|(which, value)| Mutation::EditString { which, value }),
@@ -468,7 +492,8 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 
 /// A valid file of 1 to 4 tensors of random dtypes and small shapes.
 fn valid_file() -> impl Strategy<Value = Vec<u8>> {
-    let dtypes = [DType::Bool, DType::U8, DType::U32, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64];
+    let dtypes =
+        [DType::Bool, DType::U8, DType::U32, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64];
     let tensor = (0..dtypes.len(), prop::collection::vec(0usize..4, 0..3));
     prop::collection::vec(tensor, 1..5).prop_map(move |specs| {
         let leaves = specs.iter().enumerate().map(|(i, (d, shape))| {
@@ -508,8 +533,11 @@ fn fuzz_mutated_files() {
             match result {
                 Ok(tree) => {
                     accepted.set(accepted.get() + 1);
-                    let stored: usize =
-                        tree.flatten().iter().map(|(_, a)| a.shape().iter().product::<usize>() * a.dtype().size_of()).sum();
+                    let stored: usize = tree
+                        .flatten()
+                        .iter()
+                        .map(|(_, a)| a.shape().iter().product::<usize>() * a.dtype().size_of())
+                        .sum();
                     prop_assert!(stored <= bytes.len(), "{} bytes of tensors from a {}-byte file", stored, bytes.len());
                 }
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
