@@ -515,7 +515,7 @@ fn config_cases() -> u32 {
 fn fuzz_mutated_files() {
     let config = Config {
         cases: config_cases(),
-        rng_seed: RngSeed::Fixed(0x00c0_7a46_e47),
+        rng_seed: RngSeed::Fixed(0x000c_07a4_6e47),
         failure_persistence: None,
         ..Config::default()
     };

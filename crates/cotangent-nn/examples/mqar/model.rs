@@ -239,13 +239,16 @@ pub fn evaluate(model: &LanguageModel, data: &[Batch]) -> Result<f64> {
 // ---------------------------------------------------------------------------------------------
 // Training
 
+/// A model's loss outputs and gradients for a batch (what `nn::value_and_grad` makes).
+type LossAndGrad = Box<dyn Fn(&LanguageModel, &[Array]) -> Result<nn::module::ValueAndGrad> + Send + Sync>;
+
 /// What `main` trains: the model, AdamW under a warmup + cosine schedule over `c.steps`, and
 /// the seeded stream of training batches.
 pub struct Training {
     pub model: LanguageModel,
     opt: AdamW,
     schedule: Box<dyn Fn(usize) -> f64 + Send + Sync>,
-    loss_and_grad: Box<dyn Fn(&LanguageModel, &[Array]) -> Result<nn::module::ValueAndGrad> + Send + Sync>,
+    loss_and_grad: LossAndGrad,
     rng: Rng,
     batch: usize,
     config: Config,
