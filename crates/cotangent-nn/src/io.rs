@@ -6,7 +6,7 @@
 use crate::module::{problems_error, Assign};
 use crate::{Module, Tree, Visitor};
 use cotangent::{Array, DType, Error, Result};
-use safetensors::{Dtype, SafeTensors};
+use safetensors::Dtype;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -23,21 +23,6 @@ fn st_dtype(d: DType) -> Result<Dtype> {
         DType::BF16 => Dtype::BF16,
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
-    })
-}
-
-fn ct_dtype(d: Dtype, name: &str) -> Result<DType> {
-    Ok(match d {
-        Dtype::BOOL => DType::Bool,
-        Dtype::U8 => DType::U8,
-        Dtype::U32 => DType::U32,
-        Dtype::I32 => DType::I32,
-        Dtype::I64 => DType::I64,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::F32 => DType::F32,
-        Dtype::F64 => DType::F64,
-        other => return Err(Error::Io(format!("safetensors: tensor `{name}` has unsupported dtype {other:?}"))),
     })
 }
 
@@ -147,7 +132,22 @@ pub fn save_with_metadata(
 }
 
 /// Parse safetensors bytes into a tree. A truncated or malformed buffer is an `Err` that says
-/// what is wrong.
+/// what is wrong, never a panic: the header is checked against the data before anything it
+/// declares is read or allocated (a header length beyond the buffer, offsets out of range or
+/// overlapping, a shape or dtype that disagrees with the byte count, sizes that overflow,
+/// duplicate names, a shape of more than [`MAX_RANK`] dimensions), so nothing larger than the
+/// buffer is allocated.
+///
+/// ```
+/// use cotangent_nn::io::from_safetensors_bytes;
+/// // a header declaring 2^62 bytes of f32 in a 100-byte buffer
+/// let header = br#"{"w":{"dtype":"F32","shape":[1152921504606846976],"data_offsets":[0,4611686018427387904]}}"#;
+/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
+/// file.extend_from_slice(header);
+/// file.resize(file.len() + 16, 0);
+/// let err = from_safetensors_bytes(&file).unwrap_err().to_string();
+/// assert!(err.contains("tensor `w` has data_offsets"), "{err}");
+/// ```
 pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Tree> {
     Tree::unflatten(named_tensors_from_bytes(bytes, |_| true)?)
 }
@@ -169,26 +169,230 @@ pub fn from_safetensors_bytes(bytes: &[u8]) -> Result<Tree> {
 /// assert_eq!(kept[0].0, "b");
 /// ```
 pub fn named_tensors_from_bytes(bytes: &[u8], keep: impl Fn(&str) -> bool) -> Result<Vec<(String, Array)>> {
-    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
-    let (_, meta) =
-        SafeTensors::read_metadata(bytes).map_err(|e| Error::Io(format!("malformed safetensors data: {e}")))?;
-    let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
-    names.sort();
-    if let Some(order) = meta.metadata().as_ref().and_then(|m| m.get(ORDER_KEY)) {
-        let stored: Vec<String> = order.split('\n').filter(|s| !s.is_empty()).map(String::from).collect();
-        let mut a = stored.clone();
-        a.sort();
-        if a == names {
+    let header = checked_header(bytes)?;
+    let mut names: Vec<&str> = header.tensors.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(order) = header.metadata.get(ORDER_KEY) {
+        let stored: Vec<&str> = order.split('\n').filter(|s| !s.is_empty()).collect();
+        let mut sorted = stored.clone();
+        sorted.sort_unstable();
+        if sorted == names {
             names = stored;
         }
     }
-    let mut items = Vec::with_capacity(names.len());
+    let by_name: HashMap<&str, &TensorEntry> = header.tensors.iter().map(|t| (t.name.as_str(), t)).collect();
+    let mut items = Vec::new();
     for name in names.into_iter().filter(|n| keep(n)) {
-        let view = st.tensor(&name).map_err(|e| Error::Io(format!("safetensors: tensor `{name}`: {e}")))?;
-        let dtype = ct_dtype(view.dtype(), &name)?;
-        items.push((name, from_bytes(view.data(), view.shape(), dtype)));
+        let t = by_name[name];
+        items.push((name.to_string(), from_bytes(&header.data[t.start..t.end], &t.shape, t.dtype)));
     }
     Ok(items)
+}
+
+/// The most dimensions a tensor of a safetensors file may declare (bounds what parsing a shape
+/// allocates).
+pub const MAX_RANK: usize = 64;
+
+/// One tensor of a checked header: its bytes are `data[start..end]`, exactly `shape`'s element
+/// count times `dtype`'s size.
+struct TensorEntry {
+    name: String,
+    dtype: DType,
+    shape: Vec<usize>,
+    start: usize,
+    end: usize,
+}
+
+/// A safetensors buffer whose header has been checked against the data it describes.
+struct CheckedHeader<'a> {
+    metadata: HashMap<String, String>,
+    tensors: Vec<TensorEntry>,
+    data: &'a [u8],
+}
+
+/// Parses and checks the header of safetensors `bytes` before anything is read or allocated
+/// from what it declares: the header length fits the buffer; the header is UTF-8 JSON, an object
+/// whose names are distinct; every tensor has a dtype cotangent supports, a shape that an
+/// array can have (see [`cotangent::shape::shape_problem`]) and `data_offsets` inside the data
+/// holding exactly its byte count; and the tensors tile the data without overlaps, gaps or
+/// trailing bytes (the layout the format prescribes). All arithmetic on declared sizes is
+/// checked, so no value in a file can overflow, panic or size an allocation.
+fn checked_header(bytes: &[u8]) -> Result<CheckedHeader<'_>> {
+    let bad = |m: String| Error::Io(format!("malformed safetensors data: {m}"));
+    let Some((len_bytes, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(bad(format!("{} bytes, fewer than the 8 of the header length", bytes.len())));
+    };
+    let n = u64::from_le_bytes(*len_bytes);
+    let n = match usize::try_from(n) {
+        Ok(n) if n <= rest.len() => n,
+        _ => return Err(bad(format!("the header length {n} exceeds the {} bytes after it", rest.len()))),
+    };
+    let (text, data) = rest.split_at(n);
+    let text = std::str::from_utf8(text)
+        .map_err(|e| bad(format!("the header is not UTF-8 (byte {} of the header)", e.valid_up_to())))?;
+    let raw: RawHeader = serde_json::from_str(text).map_err(|e| bad(format!("header: {e}")))?;
+
+    let mut tensors = Vec::with_capacity(raw.tensors.len());
+    for (name, t) in raw.tensors {
+        let what = || format!("tensor `{name}`");
+        let dtype = dtype_from_name(&t.dtype)
+            .ok_or_else(|| Error::Io(format!("safetensors: {} has unsupported dtype {:?}", what(), t.dtype)))?;
+        let shape = t
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<std::result::Result<Vec<usize>, _>>()
+            .map_err(|_| bad(format!("{} has shape {:?}: an extent does not fit usize", what(), t.shape)))?;
+        if let Some(why) = cotangent::shape::shape_problem(&shape, dtype) {
+            return Err(bad(format!("{} has shape {shape:?} of {dtype}, which cannot exist: {why}", what())));
+        }
+        // shape_problem bounds the byte count by isize::MAX: this product does not overflow
+        let size = shape.iter().product::<usize>() * dtype.size_of();
+        let [start, end] = t.data_offsets;
+        if start > end || end > data.len() as u64 {
+            return Err(bad(format!(
+                "{} has data_offsets [{start}, {end}], not a range within the {} bytes of data",
+                what(),
+                data.len()
+            )));
+        }
+        let (start, end) = (start as usize, end as usize);
+        if end - start != size {
+            return Err(bad(format!(
+                "{} of shape {shape:?} and dtype {dtype} takes {size} bytes, but its data_offsets [{start}, {end}] hold {}",
+                what(),
+                end - start
+            )));
+        }
+        tensors.push(TensorEntry { name, dtype, shape, start, end });
+    }
+    // duplicate names, then the tiling of the data
+    let mut order: Vec<usize> = (0..tensors.len()).collect();
+    order.sort_unstable_by(|&a, &b| tensors[a].name.cmp(&tensors[b].name));
+    if let Some(w) = order.windows(2).find(|w| tensors[w[0]].name == tensors[w[1]].name) {
+        return Err(bad(format!("the header names tensor `{}` twice", tensors[w[0]].name)));
+    }
+    order.sort_unstable_by_key(|&i| (tensors[i].start, tensors[i].end));
+    let mut cursor = 0;
+    let mut previous: Option<&str> = None;
+    for &i in &order {
+        let t = &tensors[i];
+        if t.start < cursor {
+            let other = previous.unwrap_or_default();
+            return Err(bad(format!("tensor `{}` overlaps tensor `{other}` (its data starts at {})", t.name, t.start)));
+        }
+        if t.start > cursor {
+            return Err(bad(format!(
+                "bytes {cursor}..{} of the data belong to no tensor (before tensor `{}`)",
+                t.start, t.name
+            )));
+        }
+        cursor = t.end;
+        previous = Some(&t.name);
+    }
+    if cursor != data.len() {
+        return Err(bad(format!("bytes {cursor}..{} at the end of the data belong to no tensor", data.len())));
+    }
+    Ok(CheckedHeader { metadata: raw.metadata.unwrap_or_default(), tensors, data })
+}
+
+/// The dtype named as in a safetensors header, if cotangent supports it.
+fn dtype_from_name(name: &str) -> Option<DType> {
+    Some(match name {
+        "BOOL" => DType::Bool,
+        "U8" => DType::U8,
+        "U32" => DType::U32,
+        "I32" => DType::I32,
+        "I64" => DType::I64,
+        "F16" => DType::F16,
+        "BF16" => DType::BF16,
+        "F32" => DType::F32,
+        "F64" => DType::F64,
+        _ => return None,
+    })
+}
+
+/// A safetensors header as written: `__metadata__` and the tensors in file order, duplicates
+/// kept (so they can be reported).
+struct RawHeader {
+    metadata: Option<HashMap<String, String>>,
+    tensors: Vec<(String, RawTensor)>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawTensor {
+    dtype: String,
+    shape: RawShape,
+    data_offsets: [u64; 2],
+}
+
+/// A shape of at most [`MAX_RANK`] extents.
+struct RawShape(Vec<u64>);
+
+impl std::ops::Deref for RawShape {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for RawShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RawShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawShape;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "a shape: a list of at most {MAX_RANK} non-negative integers")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<RawShape, A::Error> {
+                let mut dims = Vec::new();
+                while let Some(d) = seq.next_element::<u64>()? {
+                    if dims.len() == MAX_RANK {
+                        return Err(serde::de::Error::custom(format!("a shape of more than {MAX_RANK} dimensions")));
+                    }
+                    dims.push(d);
+                }
+                Ok(RawShape(dims))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RawHeader {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawHeader;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a safetensors header: a JSON object of tensors and `__metadata__`")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<RawHeader, A::Error> {
+                let mut header = RawHeader { metadata: None, tensors: Vec::new() };
+                while let Some(name) = map.next_key::<String>()? {
+                    if name == "__metadata__" {
+                        if header.metadata.is_some() {
+                            return Err(serde::de::Error::custom("`__metadata__` appears twice"));
+                        }
+                        header.metadata = Some(map.next_value()?);
+                    } else {
+                        let tensor = map
+                            .next_value::<RawTensor>()
+                            .map_err(|e| serde::de::Error::custom(format_args!("tensor `{name}`: {e}")))?;
+                        header.tensors.push((name, tensor));
+                    }
+                }
+                Ok(header)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>> {
@@ -352,7 +556,5 @@ impl Visitor for LoadCheck<'_> {
 pub fn load_metadata(path: impl AsRef<Path>) -> Result<HashMap<String, String>> {
     let p = path.as_ref();
     let bytes = read_file(p)?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| Error::Io(format!("{}: malformed safetensors data: {e}", p.display())))?;
-    Ok(meta.metadata().clone().unwrap_or_default())
+    Ok(checked_header(&bytes).map_err(name_file(p))?.metadata)
 }
