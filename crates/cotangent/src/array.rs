@@ -46,7 +46,7 @@ pub(crate) enum NodeKind {
     /// A stand-in with a shape and dtype but no data (vmap tracing); evaluating it is an error.
     Placeholder,
     /// The result of a primitive applied to the inputs.
-    Op(Box<dyn Primitive>),
+    Op(Arc<dyn Primitive>),
 }
 
 /// Where a node was built: the public op the program called and the line that called it
@@ -187,7 +187,13 @@ pub(crate) fn nodes_created() -> u64 {
 
 impl Node {
     /// A node applying `prim` to `inputs` on `device`, traced by every active trace of its inputs.
-    fn op(prim: Box<dyn Primitive>, inputs: Vec<Array>, specs: SmallVec<[Spec; 1]>, device: Device) -> Node {
+    fn op(
+        prim: Arc<dyn Primitive>,
+        inputs: Vec<Array>,
+        specs: SmallVec<[Spec; 1]>,
+        device: Device,
+        origin: Option<Origin>,
+    ) -> Node {
         let mut traces: Traces = SmallVec::new();
         for inp in &inputs {
             for t in &inp.node.traces {
@@ -205,7 +211,7 @@ impl Node {
             device,
             traces,
             seq: next_seq(),
-            origin: current_origin(),
+            origin,
         }
     }
 
@@ -334,6 +340,12 @@ impl Array {
     /// A data-less stand-in of the given shape and dtype (vmap tracing).
     #[track_caller]
     pub(crate) fn placeholder(shape: &[usize], dtype: DType, token: &Arc<TraceToken>) -> Array {
+        Array::placeholder_on(shape, dtype, crate::backend::default_device(), token)
+    }
+
+    /// A data-less stand-in on `device` (vmap and compile tracing).
+    #[track_caller]
+    pub(crate) fn placeholder_on(shape: &[usize], dtype: DType, device: Device, token: &Arc<TraceToken>) -> Array {
         crate::shape::check_shape(|| "placeholder".into(), shape, dtype);
         let node = Node {
             kind: NodeKind::Placeholder,
@@ -341,7 +353,7 @@ impl Array {
             specs: smallvec::smallvec![Spec::new(shape, dtype)],
             data: OnceLock::new(),
             claimed: AtomicBool::new(false),
-            device: crate::backend::default_device(),
+            device,
             traces: smallvec::smallvec![token.clone()],
             seq: next_seq(),
             origin: None,
@@ -368,7 +380,7 @@ impl Array {
         }
         let device = common_device(&prim, &mut inputs);
         let n = specs.len();
-        let node = Arc::new(Node::op(Box::new(prim), inputs, SmallVec::from_vec(specs), device));
+        let node = Arc::new(Node::op(Arc::new(prim), inputs, SmallVec::from_vec(specs), device, current_origin()));
         (0..n).map(|index| Array { node: node.clone(), index }).collect()
     }
 
@@ -384,8 +396,23 @@ impl Array {
     pub fn from_primitive(prim: impl Primitive, mut inputs: Vec<Array>, shape: &[usize], dtype: DType) -> Array {
         crate::shape::check_shape(|| prim.name().to_string(), shape, dtype);
         let device = common_device(&prim, &mut inputs);
-        let node = Node::op(Box::new(prim), inputs, smallvec::smallvec![Spec::new(shape, dtype)], device);
+        let node =
+            Node::op(Arc::new(prim), inputs, smallvec::smallvec![Spec::new(shape, dtype)], device, current_origin());
         Array { node: Arc::new(node), index: 0 }
+    }
+
+    /// A node applying a primitive shared with other nodes (a compiled program's replay) to
+    /// `inputs`, with known output `specs`, `device` and `origin`: none of the checks of
+    /// [`from_primitive_multi`](Array::from_primitive_multi), which the traced node passed.
+    pub(crate) fn from_shared_primitive(
+        prim: &Arc<dyn Primitive>,
+        inputs: Vec<Array>,
+        specs: &[Spec],
+        device: Device,
+        origin: Option<Origin>,
+    ) -> SmallVec<[Array; 1]> {
+        let node = Arc::new(Node::op(prim.clone(), inputs, specs.iter().cloned().collect(), device, origin));
+        (0..specs.len()).map(|index| Array { node: node.clone(), index }).collect()
     }
 
     /// An array holding a copy of `data` with the given shape.
@@ -574,8 +601,8 @@ impl Array {
             return self.clone();
         }
         let spec = self.spec().clone();
-        let prim = Box::new(crate::primitives::graph::ToDevice(device));
-        let node = Node::op(prim, vec![self.clone()], smallvec::smallvec![spec], device);
+        let prim = Arc::new(crate::primitives::graph::ToDevice(device));
+        let node = Node::op(prim, vec![self.clone()], smallvec::smallvec![spec], device, current_origin());
         Array { node: Arc::new(node), index: 0 }
     }
 

@@ -194,13 +194,7 @@ fn compute(node: &Arc<Node>, place: Place, wait: Wait) -> bool {
 fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 1]>> {
     let prim = match &node.kind {
         NodeKind::Leaf => return Err(Error::Eval("leaf without data".into())),
-        NodeKind::Placeholder => {
-            return Err(Error::Transform(
-                "cannot evaluate an array inside a function being vmapped (its values do not exist \
-                 until the batched graph runs); return it instead of reading it"
-                    .into(),
-            ))
-        }
+        NodeKind::Placeholder => return Err(crate::transforms::stand_in_error()),
         NodeKind::Op(prim) => prim,
     };
     let mut inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());

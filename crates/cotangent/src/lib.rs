@@ -213,8 +213,8 @@ pub use ops::{
 };
 pub use shape::Shape;
 pub use transforms::{
-    checkpoint, custom_function, depends, grad, grad_argnums, grad_tree, grad_with_aux, hessian, hvp, jacfwd, jacobian,
-    jacrev, jvp, stop_gradient, value_and_grad, value_and_grad_argnums, value_and_grad_tree, vjp, vmap, vmap_tree,
-    CustomFunction, IntoOutputs, VmapRuleResult,
+    checkpoint, compile, custom_function, depends, grad, grad_argnums, grad_tree, grad_with_aux, hessian, hvp, jacfwd,
+    jacobian, jacrev, jvp, stop_gradient, value_and_grad, value_and_grad_argnums, value_and_grad_tree, vjp, vmap,
+    vmap_tree, CustomFunction, IntoOutputs, VmapRuleResult,
 };
 pub use tree::{ArrayTree, IntoTree};

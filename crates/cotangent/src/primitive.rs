@@ -11,7 +11,7 @@
 //! stay beside the primitive under `primitives/`; each device matches on [`Op`] in one place
 //! (`backend/<device>/`), so adding a device touches no primitive, op or transform.
 use crate::backend::Device;
-use crate::primitives::{binary, graph, index, random, reduce, shape, unary};
+use crate::primitives::{binary, fused, graph, index, random, reduce, shape, unary};
 use crate::{Array, DType, Result, Shape};
 use std::fmt;
 
@@ -140,6 +140,8 @@ pub enum Op<'a> {
     ScatterSlices(&'a shape::ScatterSlices),
     /// Random samples from a key.
     Random(&'a random::RandomSample),
+    /// Element-wise primitives run as one kernel (built by `compile`).
+    Fused(&'a fused::Fused),
 }
 
 impl fmt::Display for dyn Primitive {

@@ -1,5 +1,5 @@
 //! Function transformations: [`vjp`], [`jvp`], [`grad`], [`value_and_grad`], [`vmap`],
-//! [`stop_gradient`], [`depends`], [`custom_function`], [`checkpoint`], plus [`jacobian`] / [`hessian`] helpers,
+//! [`stop_gradient`], [`depends`], [`custom_function`], [`checkpoint`], [`compile`], plus [`jacobian`] / [`hessian`] helpers,
 //! and the tree-aware [`grad_tree`], [`value_and_grad_tree`] and [`vmap_tree`] for functions of
 //! structured inputs ([`ArrayTree`](crate::ArrayTree)s).
 //!
@@ -22,6 +22,7 @@
 //! **Non-differentiable outputs.** Integer, boolean, comparison, `argmax`/`argmin` and random
 //! outputs are not differentiable: their rules give zero cotangents to float inputs, and
 //! integer or boolean inputs receive no cotangent (their gradient is reported as zeros).
+mod compile;
 pub(crate) mod custom;
 mod grad;
 mod jvp;
@@ -29,6 +30,8 @@ mod tree;
 mod vjp;
 mod vmap;
 
+pub use compile::compile;
+pub(crate) use compile::stand_in_error;
 pub use custom::{checkpoint, custom_function, CustomFunction, VmapRuleResult};
 pub use grad::*;
 pub use jvp::jvp;
@@ -60,6 +63,14 @@ impl IntoOutputs for Vec<Array> {
 impl IntoOutputs for (Array, Array) {
     fn into_outputs(self) -> Result<Vec<Array>> {
         Ok(vec![self.0, self.1])
+    }
+}
+/// `value_and_grad`'s `(values, gradients)`: the values, then the gradients.
+impl IntoOutputs for (Vec<Array>, Vec<Array>) {
+    fn into_outputs(self) -> Result<Vec<Array>> {
+        let (mut values, grads) = self;
+        values.extend(grads);
+        Ok(values)
     }
 }
 impl<T: IntoOutputs> IntoOutputs for Result<T> {

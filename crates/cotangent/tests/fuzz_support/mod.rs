@@ -10,7 +10,7 @@
 //! without rules, `depends`). `check` runs it through cotangent under grad, jvp, vjp, vmap
 //! and their compositions and compares with an independent `f64` interpreter (`reference`)
 //! and with central finite differences on that interpreter.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod check;
 pub mod program;

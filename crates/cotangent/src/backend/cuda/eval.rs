@@ -187,6 +187,9 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
             one(out)
         }
         // a permutation sorts random keys: the CPU does it
+        // `compile` fuses element-wise groups on the CPU only; a group that reaches this device
+        // anyway runs through the host kernels.
+        Op::Fused(_) => Ok(None),
         Op::Random(r) if matches!(r.dist, crate::primitives::random::Dist::Permutation(_)) => Ok(None),
         Op::Random(r) => {
             let k = &inputs[0];

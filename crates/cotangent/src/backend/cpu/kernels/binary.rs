@@ -41,7 +41,7 @@ macro_rules! int_arith {
 
 int_arith!(u8, u32, i32, i64);
 
-type In<'a> = (Operand<'a>, &'a [usize]);
+pub(super) type In<'a> = (Operand<'a>, &'a [usize]);
 /// 1 for the winner of a maximum or minimum, ½ for a tie, 0 otherwise.
 #[inline(always)]
 fn extremum_share<T: Float>(wins: bool, ties: bool) -> T {
@@ -272,7 +272,7 @@ fn half<H: BufferElement>(
     narrow::<H>(r, out, dst.map(Operand::Owned), from)
 }
 
-fn select_kernel(cond: (&Data, &[usize]), a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
+pub(super) fn select_kernel(cond: (&Data, &[usize]), a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
     crate::dispatch_dtype!(dtype, T => select_apply::<T>(cond, a, b, out))
 }
 
@@ -300,6 +300,11 @@ impl Donation {
         let owned = Operand::Owned(self.data);
         Ok(if self.donor == 0 { [owned, other] } else { [other, owned] })
     }
+}
+
+/// The binary kernel of `op` on two operands of `dtype` (a fused group's step).
+pub(super) fn binary_run(op: BinaryOp, a: In, b: In, dtype: DType, out: &[usize]) -> Result<Data> {
+    Binary(op).run(a, b, dtype, out)
 }
 
 impl CpuKernel for Binary {

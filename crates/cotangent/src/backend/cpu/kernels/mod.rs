@@ -4,6 +4,7 @@
 //! the kernels of `backend/cpu`. [`eval`] and [`eval_owned`] are the only entry points the
 //! evaluator uses.
 mod binary;
+mod fused;
 mod index;
 mod matmul;
 mod random;
@@ -70,6 +71,7 @@ macro_rules! with_kernel {
             Op::Concatenate($k) => $call,
             Op::ScatterSlices($k) => $call,
             Op::Random($k) => $call,
+            Op::Fused($k) => $call,
             op @ (Op::PassThrough { .. } | Op::Call(_) | Op::ToDevice(_)) => {
                 Err(Error::Eval(format!("{op:?} is evaluated by the graph, not by a backend")))
             }

@@ -196,7 +196,7 @@ impl Unary {
     }
 }
 
-fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Result<Data> {
+pub(super) fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Result<Data> {
     use crate::dtype::Element;
     crate::dispatch_dtype!(from, S => crate::dispatch_dtype!(to, D => {
         let v: Vec<D> = if to == DType::Bool {
@@ -208,6 +208,11 @@ fn cast_data(d: &Data, shape: &[usize], from: DType, to: DType) -> Result<Data> 
         };
         Ok(Data::from_vec(v, shape))
     }))
+}
+
+/// The unary kernel of `op` on an operand of `shape` and `dtype` (a fused group's step).
+pub(super) fn unary_run(op: UnaryOp, x: Operand, shape: &[usize], dtype: DType, outputs: &[Spec]) -> Result<Data> {
+    Unary(op).run(x, shape, dtype, outputs)
 }
 
 impl CpuKernel for Unary {

@@ -1,0 +1,287 @@
+//! CPU kernel of [`Fused`] groups (see `crate::primitives::fused`): the output is cut into tiles
+//! of at most [`TILE`] elements, and each tile runs the group's steps one after the other
+//! through the same kernels as the separate nodes (so results are bit-identical to them), on
+//! tile-sized buffers that stay in cache. An intermediate dies, or gives its buffer to the next
+//! step, as soon as its last reader ran. Tiles run in parallel for large outputs.
+use super::binary::{binary_run, select_kernel};
+use super::unary::{cast_data, unary_run};
+use super::CpuKernel;
+use crate::backend::cpu::buffer::{try_filled, BufferElement};
+use crate::backend::cpu::elementwise::{Operand, PARALLEL_THRESHOLD};
+use crate::backend::cpu::Data;
+use crate::primitive::{Op, Spec};
+use crate::primitives::fused::{Fused, FusedArg};
+use crate::shape::Shape;
+use crate::{Array, DType, Error, Result};
+use rayon::prelude::*;
+use smallvec::SmallVec;
+
+/// Most elements of one tile: a few tile-sized intermediates fit in the L2 cache.
+const TILE: usize = 4096;
+
+/// How the output of a fused group is cut into tiles: every tile fixes the axes before `axis`,
+/// takes up to `run` indices of `axis` and all of the axes after it, so it is one contiguous
+/// block of the row-major output.
+struct Tiling<'a> {
+    shape: &'a [usize],
+    axis: usize,
+    run: usize,
+    /// Elements per index of `axis` (the product of the later extents).
+    inner: usize,
+    /// Tiles per fixed index of the earlier axes.
+    per_outer: usize,
+    count: usize,
+}
+
+/// One tile: its first element in the output, its shape, and its position per axis.
+struct Tile {
+    start: usize,
+    shape: Shape,
+    /// Index of the first element along each axis.
+    first: SmallVec<[usize; 6]>,
+}
+
+impl<'a> Tiling<'a> {
+    fn new(shape: &'a [usize]) -> Tiling<'a> {
+        let n = shape.len();
+        let mut axis = n;
+        let mut inner = 1usize;
+        // the smallest axis whose later extents together hold at most TILE elements
+        while axis > 0 && inner.saturating_mul(shape[axis - 1]) <= TILE {
+            axis -= 1;
+            inner *= shape[axis];
+        }
+        if axis == n {
+            // every trailing block is too big or the array is 0-d: tile the last axis
+            return if n == 0 {
+                Tiling { shape, axis: 0, run: 1, inner: 1, per_outer: 1, count: 1 }
+            } else {
+                let run = TILE;
+                let per_outer = shape[n - 1].div_ceil(run);
+                let outer: usize = shape[..n - 1].iter().product();
+                Tiling { shape, axis: n - 1, run, inner: 1, per_outer, count: outer * per_outer }
+            };
+        }
+        if axis == 0 {
+            // the whole array is one tile
+            return Tiling { shape, axis: 0, run: shape.first().copied().unwrap_or(1), inner, per_outer: 1, count: 1 };
+        }
+        // `inner` elements per index of `axis - 1` fit; take as many indices of it as fit
+        let axis = axis - 1;
+        let run = (TILE / inner.max(1)).max(1);
+        let per_outer = shape[axis].div_ceil(run);
+        let outer: usize = shape[..axis].iter().product();
+        Tiling { shape, axis, run, inner, per_outer, count: outer * per_outer }
+    }
+
+    fn tile(&self, t: usize) -> Tile {
+        let n = self.shape.len();
+        if n == 0 {
+            return Tile { start: 0, shape: Shape::new(), first: SmallVec::new() };
+        }
+        let (mut outer, r) = (t / self.per_outer, t % self.per_outer);
+        let mut first: SmallVec<[usize; 6]> = smallvec::smallvec![0; n];
+        for j in (0..self.axis).rev() {
+            first[j] = outer % self.shape[j];
+            outer /= self.shape[j];
+        }
+        first[self.axis] = r * self.run;
+        let len = self.run.min(self.shape[self.axis] - first[self.axis]);
+        let mut shape: Shape = self.shape.iter().copied().collect();
+        for s in shape.iter_mut().take(self.axis) {
+            *s = 1;
+        }
+        shape[self.axis] = len;
+        let mut start = 0usize;
+        for j in 0..=self.axis {
+            start = start * self.shape[j] + first[j];
+        }
+        start *= self.inner;
+        Tile { start, shape, first }
+    }
+}
+
+/// The part of input `data` (of `in_shape`, broadcast to the group's shape) that a tile reads,
+/// as a view of the same buffer: its shape keeps the input's extents of 1 (the kernels
+/// broadcast them), so it is the tile's shape only where the input is not broadcast.
+fn tile_view(data: &Data, in_shape: &[usize], tile: &Tile) -> (Data, Shape) {
+    if in_shape.iter().product::<usize>() == 1 {
+        return (data.clone(), in_shape.iter().copied().collect());
+    }
+    let n = tile.shape.len();
+    let lead = n - in_shape.len();
+    let mut offset = data.offset as isize;
+    let mut shape = Shape::with_capacity(n);
+    let mut strides = crate::shape::Strides::with_capacity(n);
+    for j in 0..n {
+        if j < lead {
+            shape.push(1);
+            strides.push(0);
+            continue;
+        }
+        let (extent, stride) = (in_shape[j - lead], data.strides[j - lead]);
+        if extent == 1 {
+            shape.push(1);
+        } else {
+            offset += tile.first[j] as isize * stride;
+            shape.push(tile.shape[j]);
+        }
+        strides.push(stride);
+    }
+    (Data { buf: data.buf.clone(), strides, offset: offset as usize }, shape)
+}
+
+/// A value inside a tile: computed data with its shape and dtype.
+struct Value {
+    data: Data,
+    shape: Shape,
+    dtype: DType,
+}
+
+/// Runs the group's steps on one tile; returns the exports' data (dense, the tile's shape).
+fn run_tile(group: &Fused, inputs: &[(&Data, &[usize], DType)], last_use: &[usize], tile: &Tile) -> Result<Vec<Data>> {
+    let steps = group.steps();
+    let views: Vec<(Data, Shape)> = inputs.iter().map(|(d, s, _)| tile_view(d, s, tile)).collect();
+    let mut values: Vec<Option<Value>> = (0..steps.len()).map(|_| None).collect();
+    let exported = |j: usize| group.exports().contains(&j);
+    for (i, step) in steps.iter().enumerate() {
+        // a step's result is handed over at its last use (so its buffer may take the result),
+        // everything else is read as a view
+        let mut owned: SmallVec<[Option<Value>; 3]> = SmallVec::new();
+        for arg in &step.args {
+            let read_once_here = step.args.iter().filter(|a| *a == arg).count() == 1;
+            owned.push(match *arg {
+                FusedArg::Step(j) if last_use[j] == i && read_once_here && !exported(j) => values[j].take(),
+                _ => None,
+            });
+        }
+        let out = Spec { shape: tile.shape.clone(), dtype: step.spec.dtype };
+        let data = {
+            let mut operands: SmallVec<[(Operand, Shape, DType); 3]> = SmallVec::new();
+            for (arg, mine) in step.args.iter().zip(owned) {
+                operands.push(match (*arg, mine) {
+                    (_, Some(v)) => (Operand::Owned(v.data), v.shape, v.dtype),
+                    (FusedArg::Input(x), None) => (Operand::View(&views[x].0), views[x].1.clone(), inputs[x].2),
+                    (FusedArg::Step(j), None) => {
+                        let v = values[j].as_ref().expect("a step's operand is computed first");
+                        (Operand::View(&v.data), v.shape.clone(), v.dtype)
+                    }
+                });
+            }
+            let mut it = operands.into_iter();
+            match step.prim.op() {
+                Op::Unary(u) => {
+                    let (x, shape, dtype) = it.next().expect("one operand");
+                    unary_run(u, x, &shape, dtype, std::slice::from_ref(&out))?
+                }
+                Op::Cast(to) => {
+                    let (x, shape, dtype) = it.next().expect("one operand");
+                    cast_data(x.data(), &shape, dtype, to)?
+                }
+                Op::Binary(b) => {
+                    let (a, sa, dtype) = it.next().expect("two operands");
+                    let (c, sc, _) = it.next().expect("two operands");
+                    binary_run(b, (a, &sa), (c, &sc), dtype, &out.shape)?
+                }
+                Op::Select => {
+                    let (cond, scond, _) = it.next().expect("three operands");
+                    let (a, sa, dtype) = it.next().expect("three operands");
+                    let (b, sb, _) = it.next().expect("three operands");
+                    select_kernel((cond.data(), &scond), (a, &sa), (b, &sb), dtype, &out.shape)?
+                }
+                other => return Err(Error::Eval(format!("fused: {other:?} is not an element-wise op"))),
+            }
+        };
+        values[i] = Some(Value { data, shape: out.shape, dtype: out.dtype });
+        // results nobody reads any more (not exported) are freed now
+        for arg in &step.args {
+            if let FusedArg::Step(j) = *arg {
+                if last_use[j] == i && !exported(j) {
+                    values[j] = None;
+                }
+            }
+        }
+    }
+    Ok(group.exports().iter().map(|&e| values[e].as_ref().expect("exports are computed").data.clone()).collect())
+}
+
+/// Output buffers written by several tiles at once, each tile its own range.
+struct Outputs(Vec<SendPtr>);
+
+/// A pointer into an output buffer (see [`Outputs`]).
+#[derive(Clone, Copy)]
+struct SendPtr(*mut u8);
+// SAFETY: the pointers are only written through by `write_tile`, whose callers write disjoint
+// ranges (distinct tiles), and the vectors they point into outlive the parallel loop.
+unsafe impl Sync for SendPtr {}
+// SAFETY: as for `Sync`.
+unsafe impl Send for SendPtr {}
+
+/// Copies a dense tile result into `out` (a buffer of `T`) at `start`.
+///
+/// # Safety
+/// `out` points to at least `start + len` elements of `T`, and no other thread writes or reads
+/// that range meanwhile.
+unsafe fn write_tile<T: BufferElement>(out: *mut u8, start: usize, data: &Data, shape: &[usize]) {
+    let src = data.to_contiguous::<T>(shape);
+    // SAFETY: the caller's promise.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (out as *mut T).add(start), src.len()) };
+}
+
+impl CpuKernel for Fused {
+    fn eval(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let shape: &[usize] = &outputs[0].shape;
+        let ins: Vec<(&Data, &[usize], DType)> =
+            inputs.iter().map(|x| Ok((x.computed_data()?, x.shape(), x.dtype()))).collect::<Result<_>>()?;
+        let steps = self.steps();
+        let mut last_use = vec![0usize; steps.len()];
+        for (i, s) in steps.iter().enumerate() {
+            for a in &s.args {
+                if let FusedArg::Step(j) = *a {
+                    last_use[j] = i;
+                }
+            }
+        }
+        let tiling = Tiling::new(shape);
+        if tiling.count == 1 {
+            let tile = tiling.tile(0);
+            let datas = run_tile(self, &ins, &last_use, &tile)?;
+            // the tile is the whole output: its shape differs only in leading 1s
+            return Ok(datas.into_iter().map(|d| crate::backend::cpu::elementwise::dense(d, shape)).collect());
+        }
+        let n: usize = shape.iter().product();
+        let mut buffers: Vec<Data> = Vec::with_capacity(outputs.len());
+        for o in outputs {
+            buffers.push(crate::dispatch_dtype!(o.dtype, T => Data::from_vec(try_filled(T::default(), n)?, shape)));
+        }
+        let ptrs = Outputs(
+            buffers
+                .iter_mut()
+                .map(|b| {
+                    SendPtr(crate::dispatch_dtype!(b.buf.dtype(), T => b
+                        .unique_slice_mut::<T>(shape)
+                        .expect("a new buffer is unique")
+                        .as_mut_ptr()
+                        .cast::<u8>()))
+                })
+                .collect(),
+        );
+        let run = |t: usize| -> Result<()> {
+            let tile = tiling.tile(t);
+            let datas = run_tile(self, &ins, &last_use, &tile)?;
+            for ((d, o), &p) in datas.iter().zip(outputs).zip(&ptrs.0) {
+                // SAFETY: each tile writes its own range `start..start + numel(tile)` of the
+                // `n`-element output buffers, which live until the loop ends.
+                crate::dispatch_dtype!(o.dtype, T => unsafe { write_tile::<T>(p.0, tile.start, d, &tile.shape) });
+            }
+            Ok(())
+        };
+        if n >= PARALLEL_THRESHOLD {
+            (0..tiling.count).into_par_iter().try_for_each(run)?;
+        } else {
+            (0..tiling.count).try_for_each(run)?;
+        }
+        drop(ptrs);
+        Ok(buffers)
+    }
+}

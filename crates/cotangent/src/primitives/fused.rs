@@ -1,0 +1,149 @@
+//! [`Fused`]: a group of element-wise primitives run as one node (built by
+//! [`compile`](crate::compile), never by ops).
+//!
+//! The group keeps the primitives it replaced, so its rules are theirs: the VJP, JVP and
+//! batching rule rebuild the group as separate nodes ([`Fused::expand`]) and transform that, so
+//! `grad(compile(f))` and `vmap(compile(f))` differentiate and batch exactly what the
+//! uncompiled `f` would. A backend evaluates the group step by step over tiles of the output,
+//! calling the same element-wise kernels as the separate nodes, so compiled results are
+//! bit-identical to uncompiled ones on the CPU.
+use crate::array::Origin;
+use crate::primitive::{Op, Primitive, Spec};
+use crate::shape::broadcast_shapes;
+use crate::{Array, Result};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// Where a step of a [`Fused`] group reads an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FusedArg {
+    /// Input `i` of the fused node.
+    Input(usize),
+    /// The result of an earlier step.
+    Step(usize),
+}
+
+/// One element-wise primitive of a [`Fused`] group.
+#[derive(Clone, Debug)]
+pub(crate) struct FusedStep {
+    /// The primitive (its [`Op`] is `Unary`, `Binary`, `Cast` or `Select`).
+    pub(crate) prim: Arc<dyn Primitive>,
+    /// Its operands.
+    pub(crate) args: SmallVec<[FusedArg; 3]>,
+    /// Its result: the group's shape, with this step's dtype.
+    pub(crate) spec: Spec,
+    /// The op and line that built it, for errors.
+    pub(crate) origin: Option<Origin>,
+}
+
+/// Element-wise primitives evaluated together, one output per exported step.
+///
+/// Every step's result has the group's shape; inputs broadcast to it.
+#[derive(Clone, Debug)]
+pub struct Fused {
+    inner: Arc<FusedBody>,
+}
+
+#[derive(Debug)]
+struct FusedBody {
+    steps: Vec<FusedStep>,
+    exports: Vec<usize>,
+}
+
+impl Fused {
+    /// A group of `steps` (in an order where every step reads only earlier steps) whose results
+    /// `exports` are the node's outputs.
+    pub(crate) fn new(steps: Vec<FusedStep>, exports: Vec<usize>) -> Fused {
+        debug_assert!(steps.iter().enumerate().all(|(i, s)| s.args.iter().all(|a| match a {
+            FusedArg::Step(j) => *j < i,
+            FusedArg::Input(_) => true,
+        })));
+        Fused { inner: Arc::new(FusedBody { steps, exports }) }
+    }
+
+    /// The steps, in evaluation order.
+    pub(crate) fn steps(&self) -> &[FusedStep] {
+        &self.inner.steps
+    }
+
+    /// The steps whose results are the node's outputs, in output order.
+    pub(crate) fn exports(&self) -> &[usize] {
+        &self.inner.exports
+    }
+
+    /// The group rebuilt as separate nodes on `inputs`: one array per export.
+    pub(crate) fn expand(&self, inputs: &[Array]) -> Vec<Array> {
+        let mut values: Vec<Array> = Vec::with_capacity(self.inner.steps.len());
+        for step in &self.inner.steps {
+            let args: Vec<Array> = step
+                .args
+                .iter()
+                .map(|a| match *a {
+                    FusedArg::Input(i) => inputs[i].clone(),
+                    FusedArg::Step(j) => values[j].clone(),
+                })
+                .collect();
+            let mut shape: crate::Shape = args[0].shape().into();
+            for a in &args[1..] {
+                shape = broadcast_shapes(&shape, a.shape()).expect("the traced operands broadcast");
+            }
+            let device = args.iter().find(|a| a.ndim() > 0).unwrap_or(&args[0]).device();
+            let spec = Spec::new(&shape, step.spec.dtype);
+            let out = Array::from_shared_primitive(&step.prim, args, std::slice::from_ref(&spec), device, step.origin);
+            values.push(out.into_iter().next().expect("one output"));
+        }
+        self.inner.exports.iter().map(|&e| values[e].clone()).collect()
+    }
+}
+
+impl Primitive for Fused {
+    fn name(&self) -> &str {
+        "fused"
+    }
+
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fused[")?;
+        for (i, s) in self.inner.steps.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{}", s.prim.name())?;
+        }
+        write!(f, "]")
+    }
+
+    fn op(&self) -> Op<'_> {
+        Op::Fused(self)
+    }
+
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        argnums: &[usize],
+        _outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        let group = self.clone();
+        let (_, all) = crate::transforms::vjp(move |xs: &[Array]| group.expand(xs), primals, cotangents)?;
+        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
+        let mut all: Vec<Array> = primals.iter().map(crate::ops::zeros_like).collect();
+        for (t, &i) in tangents.iter().zip(argnums) {
+            all[i] = t.clone();
+        }
+        let group = self.clone();
+        let (_, out) = crate::transforms::jvp(move |xs: &[Array]| group.expand(xs), primals, &all)?;
+        Ok(out)
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let group = self.clone();
+        let in_axes: Vec<Option<isize>> = axes.iter().map(|a| a.map(|a| a as isize)).collect();
+        let out_axes = vec![Some(0isize); self.inner.exports.len()];
+        let outs = crate::transforms::vmap_call(&move |xs: &[Array]| group.expand(xs), &in_axes, &out_axes, inputs)?;
+        let n = outs.len();
+        Ok((outs, vec![Some(0); n]))
+    }
+}
