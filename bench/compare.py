@@ -259,6 +259,11 @@ def target_checks(allrecs):
         add(f"overhead eager forward µs/op N={n}", summarize.fmt(v), "≤ 1.0", v, 1.0, False)
         v = get(o, "cotangent", "results", n, "grad_eager", "per_op_us")
         add(f"overhead eager grad µs/op N={n}", summarize.fmt(v), "≤ 2.0", v, 2.0, False)
+    for n in ("100", "1000"):
+        v = get(o, "cotangent", "results", n, "fwd_compiled", "per_op_us")
+        add(f"overhead compiled forward µs/op N={n}", summarize.fmt(v), "≤ 0.1", v, 0.1, False)
+        v = get(o, "cotangent", "results", n, "grad_compiled", "per_op_us")
+        add(f"overhead compiled grad µs/op N={n}", summarize.fmt(v), "≤ 0.1", v, 0.1, False)
     m = allrecs.get("matmul", [])
     for n in ("1024", "2048"):
         v = get(m, "cotangent", "results", n, "gflops")
@@ -272,12 +277,20 @@ def target_checks(allrecs):
     r = v / j if v and j else None
     add("mlp steps/s (× JAX jit)", f"{summarize.fmt(v)} ({summarize.fmt(r)}×)",
         "≥ 1.0× JAX jit", r, 1.0, True)
+    v = get(p, "cotangent", "results", "compiled", "steps_per_s")
+    r = v / j if v and j else None
+    add("mlp compiled steps/s (× JAX jit)", f"{summarize.fmt(v)} ({summarize.fmt(r)}×)",
+        "≥ 1.3× JAX jit", r, 1.3, True)
     c = allrecs.get("custom_vjp", [])
     v = get(c, "cotangent", "results", "eager", "s_per_call")
     j = get(c, "jax", "results", "scan_jit", "s_per_call")
     r = v / j if v and j else None
     add("custom_vjp ms (× JAX scan+jit)", f"{summarize.fmt(v and v * 1e3)} ({summarize.fmt(r)}×)",
         "≤ 1.0× JAX scan+jit", r, 1.0, False)
+    v = get(c, "cotangent", "results", "compiled", "s_per_call")
+    r = v / j if v and j else None
+    add("custom_vjp compiled ms (× JAX scan+jit)", f"{summarize.fmt(v and v * 1e3)} ({summarize.fmt(r)}×)",
+        "≤ 0.5× JAX scan+jit", r, 0.5, False)
     k = allrecs.get("checkpoint_memory", [])
     seg = get(k, "cotangent", "results", "eager", "segment", "delta_rss_run_mib")
     none = get(k, "cotangent", "results", "eager", "none", "delta_rss_run_mib")

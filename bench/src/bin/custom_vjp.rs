@@ -4,7 +4,8 @@
 //! Custom function: stable softplus `y = max(x, 0) + log1p(exp(-|x|))` whose VJP uses only the
 //! saved output: `dx = g · (−expm1(−y))`. Recurrence over T = `--steps` steps (batch B, width D):
 //! `h_0 = 0, h_{t+1} = softplus(h_t @ W + u_t)`, `loss = mean(h_T)`; value_and_grad with respect
-//! to W. Modes, each in its own process: `eager` (the custom function) and `eager_plain` (autodiff
+//! to W. Modes, each in its own process: `eager` (the custom function), `compiled`
+//! (`compile(value_and_grad)` of the same, traced before timing) and `eager_plain` (autodiff
 //! of the same expression, the reference for `grad_rel_diff_vs_plain`). `u` (T×B×D) is a fixed
 //! input indexed `u[t]` (slice + squeeze) inside the loss, as the peers do.
 use cotangent::{self as ct, Array, DType};
@@ -45,6 +46,12 @@ fn child(a: &Args, mode: &str) -> ct::Result<serde_json::Value> {
         Ok(h.mean_all())
     };
     let vg = ct::value_and_grad_argnums(loss, &[0]);
+    let vg: Box<dyn Fn(&[Array]) -> ct::Result<(Vec<Array>, Vec<Array>)>> = if mode == "compiled" {
+        let c = ct::compile(vg);
+        Box::new(move |x: &[Array]| c(x).map(|mut v| (v.drain(..1).collect(), v)))
+    } else {
+        Box::new(vg)
+    };
     let out = std::cell::RefCell::new(None);
     let call = || {
         let (v, g) = vg(&args).expect("value_and_grad");
@@ -87,7 +94,7 @@ fn main() -> ct::Result<()> {
         cb::emit(&json!({"mode": mode, "version": cb::version(), "results": cb::r3(r)}));
         return Ok(());
     }
-    let modes = a.strs("modes", &["eager", "eager_plain"]);
+    let modes = a.strs("modes", &["eager", "compiled", "eager_plain"]);
     let dir = std::env::temp_dir().join(format!("cotangent-bench-custom-vjp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| ct::Error::Eval(e.to_string()))?;
     let mut res = serde_json::Map::new();

@@ -52,28 +52,42 @@ fn main() -> ct::Result<()> {
     all.push(y.clone());
     ct::eval(&all)?;
     let loss0 = loss_fn(&all).item::<f32>()?;
-    let state = std::cell::RefCell::new((params, Array::scalar(0.0f32)));
-    let one = || {
-        let mut st = state.borrow_mut();
-        let mut args = st.0.clone();
-        args.push(x.clone());
-        args.push(y.clone());
-        let (v, g) = vg(&args).expect("value_and_grad");
-        let new: Vec<Array> = st.0.iter().zip(&g).map(|(p, gp)| p - gp * LR).collect();
-        let mut ev = new.clone();
-        ev.push(v[0].clone());
-        ct::eval(&ev).expect("eval");
-        *st = (new, v[0].clone());
+    // one training step as a function: parameters, x, y -> new parameters, loss
+    let step = move |args: &[Array]| -> ct::Result<Vec<Array>> {
+        let (v, g) = vg(args)?;
+        let mut out: Vec<Array> = args[..np].iter().zip(&g).map(|(p, gp)| p - gp * LR).collect();
+        out.push(v[0].clone());
+        Ok(out)
     };
-    let (first, ()) = cb::timed_once(one);
-    let t = cb::time_fn(one, warmup, reps, min_time);
-    let loss_final = state.borrow().1.item::<f32>()?;
-    let s = t.median_s;
-    let res = json!({"eager": {
-        "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
-        "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
-        "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
-    }});
+    let modes = a.strs("modes", &["eager", "compiled"]);
+    let mut res = serde_json::Map::new();
+    for mode in &modes {
+        let run: Box<dyn Fn(&[Array]) -> ct::Result<Vec<Array>>> = match mode.as_str() {
+            "compiled" => Box::new(ct::compile(step.clone())),
+            _ => Box::new(step.clone()),
+        };
+        let state = std::cell::RefCell::new((params.clone(), Array::scalar(0.0f32)));
+        let one = || {
+            let mut st = state.borrow_mut();
+            let mut args = st.0.clone();
+            args.push(x.clone());
+            args.push(y.clone());
+            let mut out = run(&args).expect("training step");
+            ct::eval(&out).expect("eval");
+            let loss = out.pop().expect("the loss");
+            *st = (out, loss);
+        };
+        let (first, ()) = cb::timed_once(one);
+        let t = cb::time_fn(one, warmup, reps, min_time);
+        let loss_final = state.borrow().1.item::<f32>()?;
+        let s = t.median_s;
+        res.insert(mode.clone(), json!({
+            "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
+            "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
+            "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
+        }));
+    }
+    let res = serde_json::Value::Object(res);
     cb::emit(&cb::record(
         "mlp",
         json!({"dims": dims, "batch": batch, "lr": LR, "reps": reps, "warmup": warmup,
