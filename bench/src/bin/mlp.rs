@@ -81,11 +81,14 @@ fn main() -> ct::Result<()> {
         let t = cb::time_fn(one, warmup, reps, min_time);
         let loss_final = state.borrow().1.item::<f32>()?;
         let s = t.median_s;
-        res.insert(mode.clone(), json!({
-            "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
-            "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
-            "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
-        }));
+        res.insert(
+            mode.clone(),
+            json!({
+                "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
+                "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
+                "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
+            }),
+        );
     }
     let res = serde_json::Value::Object(res);
     cb::emit(&cb::record(
