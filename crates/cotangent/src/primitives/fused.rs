@@ -2,7 +2,7 @@
 //! [`compile`](crate::compile), never by ops).
 //!
 //! The group keeps the primitives it replaced, so its rules are theirs: the VJP, JVP and
-//! batching rule rebuild the group as separate nodes ([`Fused::expand`]) and transform that, so
+//! batching rule rebuild the group as separate nodes (`Fused::expand`) and transform that, so
 //! `grad(compile(f))` and `vmap(compile(f))` differentiate and batch exactly what the
 //! uncompiled `f` would. A backend evaluates the group step by step over tiles of the output,
 //! calling the same element-wise kernels as the separate nodes, so compiled results are
