@@ -11,7 +11,8 @@
 //! - `mqar_losses_are_bit_identical_across_thread_counts`: the main job's model and training
 //!   step (`examples/mqar/model.rs`, included here) give bit-identical losses with
 //!   `RAYON_NUM_THREADS=1`, `COTANGENT_NUM_THREADS` of 1 and 3, and the defaults, each in a
-//!   child process (both pools are sized once per process).
+//!   child process (both pools are sized once per process). On the CUDA backend, whose
+//!   scatter-add accumulates with atomics in a varying order, they agree to 1e-5 instead.
 use cotangent::{self as ct, Array, DType, Result};
 use cotangent_nn::optim::{AdamW, Optimizer};
 use cotangent_nn::{self as nn, Activation, Mlp, Module};
@@ -261,6 +262,7 @@ fn mqar_losses_are_bit_identical_across_thread_counts() {
         assert_eq!(lines.len(), STEPS, "child with {env:?} printed {lines:?}");
         lines
     };
+    let loss = |line: &str| f32::from_bits(u32::from_str_radix(line.split(' ').nth(2).unwrap(), 16).unwrap());
     let default = run(&[]);
     for env in [
         &[("RAYON_NUM_THREADS", "1")][..],
@@ -268,10 +270,22 @@ fn mqar_losses_are_bit_identical_across_thread_counts() {
         &[("COTANGENT_NUM_THREADS", "3")],
         &[("RAYON_NUM_THREADS", "1"), ("COTANGENT_NUM_THREADS", "1")],
     ] {
-        assert_eq!(run(env), default, "{env:?} against the defaults");
+        let got = run(env);
+        if ct::default_device() == ct::Device::Cpu {
+            assert_eq!(got, default, "{env:?} against the defaults");
+        } else {
+            // The CUDA backend's scatter-add (the VJP of gathers and embeddings) accumulates with
+            // atomics, whose order varies from run to run, so losses may differ in the last bits
+            // between any two runs (as PyTorch's `index_add_` does); host thread counts must not
+            // change them beyond that.
+            for (g, d) in got.iter().zip(&default) {
+                let (g, d) = (loss(g), loss(d));
+                assert!((g - d).abs() <= 1e-5 * d.abs(), "{env:?}: loss {g} against {d} with the defaults");
+            }
+        }
     }
     // the losses fall: the run trains (a test of the comparison, not of the optimizer)
-    let first = f32::from_bits(u32::from_str_radix(default[0].split(' ').nth(2).unwrap(), 16).unwrap());
-    let last = f32::from_bits(u32::from_str_radix(default[STEPS - 1].split(' ').nth(2).unwrap(), 16).unwrap());
+    let first = loss(&default[0]);
+    let last = loss(&default[STEPS - 1]);
     assert!(first.is_finite() && last < first, "losses {first} → {last}");
 }
