@@ -46,7 +46,7 @@ fn child(a: &Args, mode: &str) -> ct::Result<serde_json::Value> {
         Ok(h.mean_all())
     };
     let vg = ct::value_and_grad_argnums(loss, &[0]);
-    let vg: Box<dyn Fn(&[Array]) -> ct::Result<(Vec<Array>, Vec<Array>)>> = if mode == "compiled" {
+    let vg: Box<ValueAndGrad> = if mode == "compiled" {
         let c = ct::compile(vg);
         Box::new(move |x: &[Array]| c(x).map(|mut v| (v.drain(..1).collect(), v)))
     } else {
@@ -87,6 +87,8 @@ fn read_f32(path: &std::path::Path) -> Option<Vec<f64>> {
     Some(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect())
 }
 
+/// A function returning the loss and the gradients (eager or compiled).
+type ValueAndGrad = dyn Fn(&[Array]) -> ct::Result<(Vec<Array>, Vec<Array>)>;
 fn main() -> ct::Result<()> {
     let a = Args::parse();
     if let Some(mode) = a.str("mode") {

@@ -25,6 +25,9 @@ fn loss_fn(a: &[Array]) -> Array {
     (lse - picked).mean_all()
 }
 
+/// One training step: parameters and batch in, new parameters (and the loss) out.
+type Step = dyn Fn(&[Array]) -> ct::Result<Vec<Array>>;
+
 fn main() -> ct::Result<()> {
     let a = Args::parse();
     let dims: Vec<usize> = a.nums("dims", &[784, 512, 512, 10]);
@@ -62,7 +65,7 @@ fn main() -> ct::Result<()> {
     let modes = a.strs("modes", &["eager", "compiled"]);
     let mut res = serde_json::Map::new();
     for mode in &modes {
-        let run: Box<dyn Fn(&[Array]) -> ct::Result<Vec<Array>>> = match mode.as_str() {
+        let run: Box<Step> = match mode.as_str() {
             "compiled" => Box::new(ct::compile(step.clone())),
             _ => Box::new(step.clone()),
         };
