@@ -1,7 +1,10 @@
 //! Soak (issue 21, item 4): the main job's model and training step (`examples/mqar/model.rs`,
 //! included here) at a small size. After a warm-up, the resident memory of the process (VmRSS)
 //! after every step stays within 1 MiB of its value at the end of the warm-up: nothing a step
-//! allocates (graphs, buffers, caches, optimizer state) outlives it or accumulates.
+//! allocates (graphs, buffers, caches, optimizer state) outlives it or accumulates. On a GPU
+//! (`COTANGENT_DEVICE=cuda`) the same holds for device memory: the bytes of live arrays after
+//! every step stay within 1 MiB of the baseline, and the allocator's cache of freed blocks stops
+//! growing after the warm-up.
 //!
 //! CI runs 300 steps (`soak_memory_is_flat`); the full 10,000 steps print the memory curve
 //! (`cargo test --release -p cotangent-nn --test soak -- --ignored --nocapture`; see the README's
@@ -46,7 +49,12 @@ fn soak(warmup: usize, steps: usize, tolerance_kib: u64, print_every: usize) {
         }
     }
     let baseline = rss_kib();
+    let device = cotangent::default_device();
+    let device_baseline = device.memory_stats();
     println!("soak: RSS {start} KiB before training, {baseline} KiB after {warmup} warm-up steps (the baseline)");
+    if let Some(m) = device_baseline {
+        println!("soak: {device} after the warm-up: {} KiB in use, {} KiB cached", m.in_use / 1024, m.cached / 1024);
+    }
     println!("step,rss_kib");
     let (mut low, mut high) = ((warmup, baseline), (warmup, baseline));
     let mut last_loss = 0.0;
@@ -67,6 +75,20 @@ fn soak(warmup: usize, steps: usize, tolerance_kib: u64, print_every: usize) {
             "step {step}: RSS {rss} KiB, {} KiB from the baseline {baseline} KiB (lowest {low:?}, highest {high:?})",
             rss as i64 - baseline as i64
         );
+        if let (Some(base), Some(now)) = (device_baseline, device.memory_stats()) {
+            let (in_use, base_in_use) = (now.in_use as u64 / 1024, base.in_use as u64 / 1024);
+            assert!(
+                in_use.abs_diff(base_in_use) <= tolerance_kib,
+                "step {step}: {in_use} KiB of live arrays on {device}, baseline {base_in_use} KiB"
+            );
+            // every step allocates the same blocks: once the warm-up has filled the cache with
+            // them, what the allocator holds (live and cached) no longer grows
+            let (held, base_held) = ((now.cached + now.in_use) / 1024, (base.cached + base.in_use) / 1024);
+            assert!(
+                held as u64 <= base_held as u64 + tolerance_kib,
+                "step {step}: {device} allocator holds {held} KiB (live and cached), {base_held} KiB after the warm-up"
+            );
+        }
     }
     println!(
         "soak: {steps} steps after the warm-up; RSS from {} KiB (step {}) to {} KiB (step {}), baseline {baseline} KiB; loss {first_loss} → {last_loss}",

@@ -8,7 +8,7 @@
 //! device's folder. Adding a device means a folder here, a `Storage` variant and an arm in
 //! `eval` and `transfer`; nothing under `primitives/`, `ops/` or `transforms/` changes.
 use crate::primitive::{Op, Spec};
-use crate::{Array, Result};
+use crate::{Array, DType, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The CPU backend. Its kernels are public only with the `test-hooks` feature, for the crate's
@@ -222,6 +222,21 @@ impl Storage {
             #[cfg(feature = "cuda")]
             Storage::Cuda(d) => Ok(std::borrow::Cow::Owned(d.to_host(&spec.shape)?)),
         }
+    }
+}
+
+/// Whether `device`'s backend evaluates `op` on operands of `operand` dtype inside a fused
+/// element-wise group (see [`crate::compile`]): the CPU fuses every element-wise op, CUDA those
+/// its code generator has snippets for.
+#[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+pub(crate) fn fusable(device: Device, op: Op<'_>, operand: DType) -> bool {
+    let element_wise = matches!(op, Op::Unary(_) | Op::Binary(_) | Op::Cast(_) | Op::Select);
+    match device {
+        Device::Cpu => element_wise,
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => element_wise && cuda::fused::fusable(op, operand),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => false,
     }
 }
 

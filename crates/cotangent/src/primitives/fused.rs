@@ -4,9 +4,10 @@
 //! The group keeps the primitives it replaced, so its rules are theirs: the VJP, JVP and
 //! batching rule rebuild the group as separate nodes (`Fused::expand`) and transform that, so
 //! `grad(compile(f))` and `vmap(compile(f))` differentiate and batch exactly what the
-//! uncompiled `f` would. A backend evaluates the group step by step over tiles of the output,
-//! calling the same element-wise kernels as the separate nodes, so compiled results are
-//! bit-identical to uncompiled ones on the CPU.
+//! uncompiled `f` would. The CPU evaluates the group step by step over tiles of the output,
+//! calling the same element-wise kernels as the separate nodes; CUDA generates one kernel per
+//! group structure from the same per-op snippets, rounding every step to its dtype. Either way
+//! compiled results are bit-identical to uncompiled ones.
 use crate::array::Origin;
 use crate::primitive::{Op, Primitive, Spec};
 use crate::shape::broadcast_shapes;

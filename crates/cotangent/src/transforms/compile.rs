@@ -16,9 +16,11 @@
 //! 2. **Common subexpressions merge**: two steps of the same primitive with equal parameters
 //!    on the same inputs become one.
 //! 3. **Dead steps go**: what no output needs.
-//! 4. **Element-wise work fuses** (CPU): runs of unary, binary, cast and select steps whose
-//!    results have one shape become one [`Fused`] node, which the CPU evaluates tile by tile
-//!    with the same kernels as the separate nodes, so results are bit-identical to uncompiled
+//! 4. **Element-wise work fuses**: runs of unary, binary, cast and select steps whose results
+//!    have one shape and one device become one [`Fused`] node. The CPU evaluates it tile by
+//!    tile with the same kernels as the separate nodes; CUDA runs it as one generated kernel
+//!    (cached by the group's structure) that computes each step with the same snippet and
+//!    rounding as the step's own kernel. Either way results are bit-identical to uncompiled
 //!    ones. A group is placed where its first step was, so every value it reads from outside
 //!    must be computed before that step; steps that would break this start a new group.
 //!
@@ -34,8 +36,8 @@
 //! of such an array): at trace time they do not exist, and the call returns an `Err` saying so.
 //! Rust code in `f` (prints, counters, branches on shapes) runs only when tracing.
 //!
-//! On CUDA the trace, simplification and replay apply; element-wise fusion does not yet (each
-//! step remains its own kernel).
+//! On CUDA, a compiled replay still launches one kernel per unfused step (no CUDA graph
+//! capture yet).
 use crate::array::{Origin, TraceGuard, TraceToken};
 use crate::backend::Device;
 use crate::graph::{topo_order, IdMap};
@@ -346,19 +348,19 @@ impl Program {
         self.steps = steps;
     }
 
-    /// Fuses groups of element-wise steps on the CPU (see the module docs).
+    /// Fuses groups of element-wise steps (see the module docs).
     fn fuse(&mut self) {
         let n = self.steps.len();
         // which group each step joined; groups: (first step, shape, members)
         let mut group_of: Vec<Option<usize>> = vec![None; n];
-        let mut groups: Vec<(usize, Shape, Vec<usize>)> = Vec::new();
-        let mut last_of_shape: std::collections::HashMap<Shape, usize> = std::collections::HashMap::new();
+        let mut groups: Vec<(usize, (Shape, Device), Vec<usize>)> = Vec::new();
+        let mut last_of_shape: std::collections::HashMap<(Shape, Device), usize> = std::collections::HashMap::new();
         for s in 0..n {
             let step = &self.steps[s];
-            if !is_fusable(step) {
+            if !self.is_fusable(step) {
                 continue;
             }
-            let shape = &step.specs[0].shape;
+            let shape = &(step.specs[0].shape.clone(), step.device);
             // candidate groups: those of its operands (latest first), then the last one of its shape
             let mut candidates: SmallVec<[usize; 4]> = step
                 .inputs
@@ -428,7 +430,7 @@ impl Program {
                     }
                     self.steps.push(step);
                 }
-                Some((first, shape, members)) if *first == s => {
+                Some((first, (shape, _), members)) if *first == s => {
                     let mut inputs: SmallVec<[Ref; 3]> = SmallVec::new();
                     let mut local: IdMap<usize, usize> = IdMap::default();
                     let mut fused_steps = Vec::with_capacity(members.len());
@@ -477,6 +479,22 @@ impl Program {
         self.outputs = self.outputs.iter().map(|&r| map(&new_ref, r)).collect();
     }
 
+    /// Whether `step` may join a fused group: one output of an element-wise op that its
+    /// device's backend fuses for the dtype it computes on.
+    fn is_fusable(&self, step: &Step) -> bool {
+        let Some(&operand) = step.inputs.last() else { return false };
+        step.specs.len() == 1 && crate::backend::fusable(step.device, step.prim.op(), self.dtype_of(operand))
+    }
+
+    /// The dtype of what `r` refers to.
+    fn dtype_of(&self, r: Ref) -> DType {
+        match r {
+            Ref::Input(i) => self.signature[i].1,
+            Ref::Const(k) => self.consts[k].dtype(),
+            Ref::Step(s, o) => self.steps[s].specs[o].dtype,
+        }
+    }
+
     /// The program's nodes built on `args`; returns the outputs.
     fn replay(&self, args: &[Array]) -> Vec<Array> {
         let mut values: Vec<SmallVec<[Array; 1]>> = Vec::with_capacity(self.steps.len());
@@ -491,13 +509,6 @@ impl Program {
         }
         self.outputs.iter().map(|&r| get(&values, r)).collect()
     }
-}
-
-/// Whether `step` may join a fused group: one output of an element-wise op, on the CPU.
-fn is_fusable(step: &Step) -> bool {
-    step.device == Device::Cpu
-        && step.specs.len() == 1
-        && matches!(step.prim.op(), Op::Unary(_) | Op::Binary(_) | Op::Cast(_) | Op::Select)
 }
 
 /// A primitive's name for grouping candidates of common-subexpression elimination (names of

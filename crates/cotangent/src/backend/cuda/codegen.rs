@@ -9,6 +9,7 @@
 //! in f32, as on the CPU.
 use super::{err, MAX_DIMS};
 use crate::{DType, Result};
+use smallvec::SmallVec;
 
 /// Code every kernel source starts with.
 pub const PRELUDE: &str = r#"
@@ -148,19 +149,45 @@ pub struct Args<const K: usize> {
 }
 
 impl<const K: usize> Args<K> {
-    /// The layout of `K` operands with strides `strides[k]` (in elements) over `shape`: axes
-    /// of extent 1 are dropped and axes dense for every operand are merged; `Err` when more than
-    /// [`MAX_DIMS`] axes remain.
+    /// The layout of `K` operands with strides `strides[k]` (in elements) over `shape` (see
+    /// [`Layout::new`]).
     pub fn new(what: &str, shape: &[usize], strides: [&[isize]; K]) -> Result<Args<K>> {
-        let mut dims: Vec<usize> = Vec::new();
-        let mut st: Vec<[isize; K]> = Vec::new();
+        let l = Layout::new(what, shape, &strides)?;
+        let mut a =
+            Args { n: l.n(), ndim: l.words[1], contig: l.words[2], shape: [1; MAX_DIMS], st: [[0; MAX_DIMS]; K] };
+        a.shape.copy_from_slice(&l.words[3..3 + MAX_DIMS]);
+        for (k, st) in a.st.iter_mut().enumerate() {
+            let at = 3 + MAX_DIMS * (k + 1);
+            st.copy_from_slice(&l.words[at..at + MAX_DIMS]);
+        }
+        Ok(a)
+    }
+}
+
+/// The by-value layout argument of a kernel over a number of operands known only at run time
+/// (a fused group's inputs): the words of the C `ct_args<K>` in order — `n`, `ndim`,
+/// `contig`, `shape[MAX_DIMS]`, then `st[k][MAX_DIMS]` per operand — as [`Args`] lays them out.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Inline for up to six operands: building a launch's layout allocates nothing.
+    words: SmallVec<[i64; 59]>,
+}
+
+impl Layout {
+    /// The layout of operands with strides `strides[k]` (in elements) over `shape`: axes of
+    /// extent 1 are dropped and axes dense for every operand are merged; `Err` naming `what`
+    /// when more than [`MAX_DIMS`] axes remain.
+    pub fn new(what: &str, shape: &[usize], strides: &[&[isize]]) -> Result<Layout> {
+        let k = strides.len();
+        let mut dims: SmallVec<[usize; MAX_DIMS]> = SmallVec::new();
+        let mut st: SmallVec<[SmallVec<[isize; 6]>; MAX_DIMS]> = SmallVec::new();
         for (ax, &d) in shape.iter().enumerate() {
             if d == 1 {
                 continue;
             }
-            let s: [isize; K] = std::array::from_fn(|k| strides[k][ax]);
+            let s: SmallVec<[isize; 6]> = strides.iter().map(|x| x[ax]).collect();
             if let (Some(ld), Some(ls)) = (dims.last_mut(), st.last_mut()) {
-                if (0..K).all(|k| ls[k] == s[k] * d as isize) {
+                if (0..k).all(|j| ls[j] == s[j] * d as isize) {
                     *ld *= d;
                     *ls = s;
                     continue;
@@ -177,16 +204,33 @@ impl<const K: usize> Args<K> {
         }
         let n: usize = shape.iter().product();
         let dense = dims.len() <= 1 && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0));
-        let scalars = st.first().map_or(0, |s| (0..K).filter(|&k| s[k] == 0).fold(0i64, |m, k| m | 2 << k));
+        let scalars = st.first().map_or(0, |s| (0..k).filter(|&j| s[j] == 0).fold(0i64, |m, j| m | 2 << j));
         let contig = if dense { 1 | scalars } else { 0 };
-        let mut a = Args { n: n as i64, ndim: dims.len() as i64, contig, shape: [1; MAX_DIMS], st: [[0; MAX_DIMS]; K] };
+        let mut words: SmallVec<[i64; 59]> = smallvec::smallvec![0i64; 3 + MAX_DIMS * (k + 1)];
+        words[..3].copy_from_slice(&[n as i64, dims.len() as i64, contig]);
+        words[3..3 + MAX_DIMS].fill(1);
         for (d, (&e, s)) in dims.iter().zip(&st).enumerate() {
-            a.shape[d] = e as i64;
-            for (k, &v) in s.iter().enumerate().take(K) {
-                a.st[k][d] = v as i64;
+            words[3 + d] = e as i64;
+            for (j, &v) in s.iter().enumerate() {
+                words[3 + MAX_DIMS * (j + 1) + d] = v as i64;
             }
         }
-        Ok(a)
+        Ok(Layout { words })
+    }
+
+    /// Number of elements of the iteration space.
+    pub fn n(&self) -> i64 {
+        self.words[0]
+    }
+
+    /// Whether every operand is dense over the whole space or a broadcast scalar.
+    pub fn dense(&self) -> bool {
+        self.words[2] & 1 != 0
+    }
+
+    /// A pointer to the words, as a kernel launch takes a by-value struct argument.
+    pub fn as_param(&mut self) -> *mut std::ffi::c_void {
+        self.words.as_mut_ptr() as *mut std::ffi::c_void
     }
 }
 

@@ -10,7 +10,7 @@
 //! does not promise), integer matmul (cuBLAS multiplies floats), random permutations (a sort), and element-wise ops the CUDA code generator has no snippet for in a
 //! given dtype (the CPU then decides whether the op is defined at all). [`HOST_FALLBACKS`]
 //! counts them, so a test or a profile can see that a program stays on the device.
-use super::{device, elementwise, index, matmul, random, reduce, CudaData};
+use super::{device, elementwise, fused, index, matmul, random, reduce, CudaData};
 use crate::backend::{cpu, Storage};
 use crate::primitive::{Op, Primitive, Spec};
 use crate::primitives::binary::BinaryOp;
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub static HOST_FALLBACKS: AtomicUsize = AtomicUsize::new(0);
 
 /// The device data of a computed input.
-fn data(x: &Array) -> Result<&CudaData> {
+pub(super) fn data(x: &Array) -> Result<&CudaData> {
     match x.computed_storage()? {
         Storage::Cuda(d) => Ok(d),
         other => Err(Error::Eval(format!("a CUDA kernel was given data on {}", other.device()))),
@@ -187,9 +187,8 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
             one(out)
         }
         // a permutation sorts random keys: the CPU does it
-        // `compile` fuses element-wise groups on the CPU only; a group that reaches this device
-        // anyway runs through the host kernels.
-        Op::Fused(_) => Ok(None),
+        // one generated kernel per group (the host runs groups of more inputs than it takes)
+        Op::Fused(g) => fused::fused(g, inputs, out_shape()),
         Op::Random(r) if matches!(r.dist, crate::primitives::random::Dist::Permutation(_)) => Ok(None),
         Op::Random(r) => {
             let k = &inputs[0];

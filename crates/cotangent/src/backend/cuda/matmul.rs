@@ -1,4 +1,5 @@
-//! Matrix products through cuBLAS `cublasGemmStridedBatchedEx`.
+//! Matrix products through cuBLAS `cublasGemmStridedBatchedEx` (`cublasGemmEx` for a single
+//! product).
 //!
 //! cuBLAS is column-major; a row-major `C = A·B` (`[m, k]·[k, n]`) is the column-major
 //! `Cᵀ = Bᵀ·Aᵀ`, so the operands are swapped and each one's transpose flag and leading dimension
@@ -222,6 +223,37 @@ fn gemm(
     if count > i32::MAX as usize || b.ld > i32::MAX as i64 || a.ld > i32::MAX as i64 {
         return Err(dev.error(format!("matmul: batch {count} or leading dimensions exceed cuBLAS's 32-bit sizes")));
     }
+    let algo = bs::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+    let failed = |e| dev.error(format!("cuBLAS gemm ({m}×{k}·{k}×{n}, batch {count}, {dt:?}): {e:?}"));
+    if count == 1 {
+        // a single product through the plain entry point, whose heuristics may choose other
+        // kernels than the batched one's
+        // SAFETY: as below, for one matrix each.
+        return unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *blas.handle(),
+                op(b.trans),
+                op(a.trans),
+                n as i32,
+                m as i32,
+                k as i32,
+                alpha,
+                pb as *const c_void,
+                dt,
+                b.ld as i32,
+                pa as *const c_void,
+                dt,
+                a.ld as i32,
+                beta,
+                pc as *mut c_void,
+                dt,
+                n as i32,
+                ct,
+                algo,
+            )
+        }
+        .map_err(failed);
+    }
     // SAFETY: pointers address live buffers of this device holding the strided matrices the
     // arguments describe (derived from their shapes and strides); the handle is bound to the
     // device's stream; alpha/beta point to host scalars of the compute type's scalar type.
@@ -249,8 +281,8 @@ fn gemm(
             sc as i64,
             count as i32,
             ct,
-            bs::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            algo,
         )
     }
-    .map_err(|e| dev.error(format!("cuBLAS gemm ({m}×{k}·{k}×{n}, batch {count}, {dt:?}): {e:?}")))
+    .map_err(failed)
 }

@@ -22,9 +22,12 @@
 //!   source, architecture and NVRTC version), see [`nvrtc`]. No CUDA header is included (NVRTC
 //!   cannot find them without a toolkit): f16/bf16 are `unsigned short` bit patterns converted in
 //!   a prelude ([`codegen`]) that reproduces the `half` crate's rounding bit for bit.
-//! * **Shapes and strides travel by value** in a fixed-size `#[repr(C)]` struct (up to
-//!   [`MAX_DIMS`] axes after merging dense axes), so a launch needs no host→device copy of
-//!   metadata; element indices are 64-bit (no wrap at 2³² elements).
+//! * **Shapes and strides travel by value** as a kernel parameter laid out like a C struct (up
+//!   to [`MAX_DIMS`] axes after merging dense axes, any number of operands:
+//!   [`codegen::Layout`]), so a launch needs no host→device copy of metadata; element indices
+//!   are 64-bit (no wrap at 2³² elements).
+//! * **Element-wise groups fuse under [`crate::compile`]**: one generated kernel per group
+//!   structure (`fused.rs`), bit-identical to the separate kernels.
 //! * **A caching allocator** ([`alloc`]) over stream-ordered `cuMemAllocAsync`: with one stream a
 //!   freed block can be handed to the next kernel at once. See its docs for the buckets.
 //! * **Determinism**: reductions combine in a fixed tree order that does not depend on the grid
@@ -34,6 +37,7 @@ pub mod codegen;
 pub mod device;
 pub mod elementwise;
 pub(crate) mod eval;
+pub(crate) mod fused;
 pub mod index;
 pub mod matmul;
 pub mod nvrtc;

@@ -39,8 +39,12 @@ pub const CHUNK: usize = 16384;
 const BLOCK: u32 = 256;
 /// The column plan (one thread per output) is taken with at least this many outputs ...
 const COLUMN_MIN_OUTPUTS: usize = 8192;
-/// ... or columns at most this long; long columns of few outputs use the row plan.
-const COLUMN_MAX_SHORT: usize = 4096;
+/// ... or columns at most this long; longer columns of few outputs use the row plan (after a
+/// transposing copy). One thread per output walking a long column keeps one or two loads in
+/// flight per thread on a handful of SMs: the bias gradient of a `[4096, 512]` activation (512
+/// threads, 4096 dependent steps each) took hundreds of microseconds that way, against a few
+/// for the copy and the row plan.
+const COLUMN_MAX_SHORT: usize = 32;
 /// Elements per thread of a chunked cumulative sum (at least; `sqrt(r)` for longer axes).
 const SCAN_CHUNK: usize = 1024;
 

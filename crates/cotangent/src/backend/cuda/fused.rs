@@ -1,0 +1,208 @@
+//! Fused element-wise groups ([`Fused`], built by [`compile`](crate::compile)): one generated
+//! kernel per group structure, reading every input once and writing every exported step once.
+//!
+//! Each step is the same snippet, in the same compute type, as the step's own kernel in
+//! [`elementwise`](super::elementwise), and each step's value is rounded to its stored dtype
+//! before later steps read it (f16 and bf16 go through their 16-bit patterns, exactly as when
+//! the step's result is written to memory and read back), so a fused group's results are bit
+//! for bit those of its steps run as separate kernels (NVRTC compiles with `--fmad=false`: no
+//! multiply-add contracts across steps).
+//!
+//! Kernels are cached per device by a structural key (the ops, the dtypes, how steps read
+//! inputs and earlier steps, which steps are exported); the layouts of the inputs (dense,
+//! broadcast scalar, strided) are launch arguments, so one kernel serves every shape.
+use super::codegen::{self, Layout, PRELUDE};
+use super::elementwise::{self, binary_snippet, class, launch_map, map_source, same_device, unary_snippet};
+use super::storage::CudaData;
+use crate::backend::cpu::elementwise::broadcast_strides;
+use crate::primitive::Op;
+use crate::primitives::fused::{Fused, FusedArg};
+use crate::{Array, DType, Result};
+use std::fmt::Write;
+
+/// The most inputs and outputs a fused kernel takes (pointers and layout travel as launch
+/// parameters, which are limited to a few KiB); a larger group runs on the host.
+const MAX_INPUTS: usize = 32;
+const MAX_OUTPUTS: usize = 64;
+
+/// Whether a fused kernel can compute `op` on operands of `dtype` (the dtype of its first
+/// operand; for `select`, the values' dtype).
+pub(crate) fn fusable(op: Op<'_>, operand: DType) -> bool {
+    match op {
+        Op::Unary(u) => elementwise::unary_defined(u, operand),
+        Op::Binary(b) => elementwise::binary_defined(b, operand),
+        Op::Cast(_) | Op::Select => true,
+        _ => false,
+    }
+}
+
+/// The dtype step `arg` reads: an input's, or an earlier step's result.
+fn arg_dtype(group: &Fused, input_dtypes: &[DType], arg: FusedArg) -> DType {
+    match arg {
+        FusedArg::Input(i) => input_dtypes[i],
+        FusedArg::Step(j) => group.steps()[j].spec.dtype,
+    }
+}
+
+/// The C expression of `arg`'s stored value inside the kernel body.
+fn arg_value(arg: FusedArg) -> String {
+    match arg {
+        FusedArg::Input(i) => format!("@{i}@"),
+        FusedArg::Step(j) => format!("v{j}"),
+    }
+}
+
+/// The kernel cache key of `group` over inputs of `input_dtypes`, or `None` when a step has no
+/// kernel for its dtypes.
+fn key(group: &Fused, input_dtypes: &[DType]) -> Option<String> {
+    let mut k = String::from("ct_fused:");
+    for d in input_dtypes {
+        let _ = write!(k, "{},", codegen::tag(*d));
+    }
+    for step in group.steps() {
+        let operand = arg_dtype(group, input_dtypes, *step.args.last()?);
+        let op = step.prim.op();
+        if !fusable(op, operand) {
+            return None;
+        }
+        let _ = match op {
+            Op::Unary(u) => write!(k, "|{}", u.name()),
+            Op::Binary(b) => write!(k, "|{}", b.name()),
+            Op::Cast(to) => write!(k, "|astype_{}", codegen::tag(to)),
+            _ => write!(k, "|select"),
+        };
+        let _ = write!(k, ":{}(", codegen::tag(operand));
+        for a in &step.args {
+            let _ = match a {
+                FusedArg::Input(i) => write!(k, "i{i},"),
+                FusedArg::Step(j) => write!(k, "s{j},"),
+            };
+        }
+        k.push(')');
+    }
+    let _ = write!(k, "|out{:?}", group.exports());
+    Some(k)
+}
+
+/// The kernel source of `group`: a namespace `s{j}` per unary/binary step holding its op
+/// snippet (with that step's dtype macros), then a body that computes every step in order.
+fn source(group: &Fused, input_dtypes: &[DType], name: &str) -> String {
+    let mut header = codegen::saturating_casts();
+    let mut body = String::new();
+    for (j, step) in group.steps().iter().enumerate() {
+        let out = step.spec.dtype;
+        // the dtype the op computes on: its value operands' (for select, the last two)
+        let operand = arg_dtype(group, input_dtypes, *step.args.last().expect("a step has operands"));
+        let load = |a: FusedArg| codegen::load(arg_dtype(group, input_dtypes, a), &arg_value(a));
+        let value = match step.prim.op() {
+            op @ (Op::Unary(_) | Op::Binary(_)) => {
+                let (snippet, params) = match op {
+                    Op::Unary(u) => (unary_snippet(u, class(operand)), "T x"),
+                    Op::Binary(b) => (binary_snippet(b, class(operand)), "T x, T y"),
+                    _ => unreachable!("matched above"),
+                };
+                let _ = write!(
+                    header,
+                    "#undef IS_SIGNED\n#undef F\n#undef CT_NAN\n#undef CT_INF\nnamespace s{j} {{\n{}typedef {} R;\n\
+                     __device__ __forceinline__ R op({params}) {{ {} }}\n}}\n",
+                    codegen::generic_header(operand),
+                    codegen::compute(out),
+                    snippet.expect("checked by key()"),
+                );
+                let args: Vec<String> = step.args.iter().map(|&a| load(a)).collect();
+                codegen::store(out, &format!("s{j}::op({})", args.join(", ")))
+            }
+            Op::Cast(to) => codegen::cast_expr(operand, to, &load(step.args[0])),
+            _ => format!("({} ? {} : {})", load(step.args[0]), arg_value(step.args[1]), arg_value(step.args[2])),
+        };
+        let _ = write!(body, "const {} v{j} = {value}; ", codegen::storage(out));
+    }
+    let mut outs = Vec::new();
+    for (e, &j) in group.exports().iter().enumerate() {
+        let t = codegen::storage(group.steps()[j].spec.dtype);
+        outs.push(format!("{t}* __restrict__ out{e}"));
+        let _ = write!(body, "out{e}[i] = v{j}; ");
+    }
+    let in_ts: Vec<&str> = input_dtypes.iter().map(|&d| codegen::storage(d)).collect();
+    let src = map_source(&header, name, &outs.join(", "), &in_ts, &body);
+    debug_assert!(src.starts_with(PRELUDE));
+    src
+}
+
+/// Evaluates `group` on `inputs` (each broadcasting to `shape`) in one kernel: one new dense
+/// array per export. `Ok(None)` when the group has more than [`MAX_INPUTS`] inputs or
+/// [`MAX_OUTPUTS`] exports, or a step without a kernel for its dtypes (the caller then runs it
+/// on the host).
+pub(crate) fn fused(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<Option<Vec<CudaData>>> {
+    if inputs.is_empty() || inputs.len() > MAX_INPUTS || group.exports().len() > MAX_OUTPUTS {
+        return Ok(None);
+    }
+    let data: Vec<&CudaData> = inputs.iter().map(super::eval::data).collect::<Result<_>>()?;
+    let dev = same_device("fused", &data)?;
+    let input_dtypes: Vec<DType> = data.iter().map(|d| d.dtype).collect();
+    let Some(key) = key(group, &input_dtypes) else { return Ok(None) };
+    let outs: Vec<CudaData> = group
+        .exports()
+        .iter()
+        .map(|&j| CudaData::empty(dev, group.steps()[j].spec.dtype, shape))
+        .collect::<Result<_>>()?;
+    let strides: Vec<_> =
+        inputs.iter().zip(&data).map(|(a, d)| broadcast_strides(a.shape(), &d.strides, shape)).collect();
+    let stride_refs: Vec<&[isize]> = strides.iter().map(|s| s.as_slice()).collect();
+    let layout = Layout::new("fused", shape, &stride_refs)?;
+    if layout.n() == 0 {
+        return Ok(Some(outs));
+    }
+    let name = format!("ct_fused_{:016x}", fnv64(&key));
+    let k = dev.kernel(&key, &name, || source(group, &input_dtypes, &name))?;
+    let out_ptrs: Vec<u64> = outs.iter().map(|o| o.ptr()).collect();
+    let in_ptrs: Vec<u64> = data.iter().map(|d| d.ptr()).collect();
+    launch_map(dev, k, &out_ptrs, &in_ptrs, layout)?;
+    Ok(Some(outs))
+}
+
+/// 64-bit FNV-1a of `s` (a kernel name derived from its structural key).
+fn fnv64(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::nvrtc;
+
+    /// The fused groups `compile` builds from a mixed program (float, half, integer, boolean,
+    /// casts, select, several exports) generate kernels that NVRTC compiles for sm_90 (runs
+    /// wherever libnvrtc loads, GPU or not), and their keys tell the groups apart.
+    #[test]
+    fn generated_fused_kernels_compile() {
+        let f = crate::compile(|x: &[Array]| {
+            let t = (&x[0] * &x[1]).sin() * 1.01 + 0.1;
+            let h = t.astype(DType::F16).tanh().astype(DType::F32) + t.astype(DType::BF16).sigmoid().astype(DType::F32);
+            let n = (&t * 100.0).astype(DType::I32) % 7i32;
+            let m = crate::select(&n.greater(Array::scalar(2i32)), &h, -&t);
+            vec![m.clone(), n, (&m * 3.0).square().less(&t)]
+        });
+        let a = Array::from_slice(&[0.5f32; 6], &[2, 3]);
+        let b = Array::from_slice(&[0.25f32; 3], &[3]);
+        let outs = f(&[a, b]).expect("traced");
+        let mut keys = Vec::new();
+        for out in &outs {
+            let Some(Op::Fused(group)) = out.node.primitive().map(|p| p.op()) else {
+                panic!("{out:?} is not fused");
+            };
+            let dtypes: Vec<DType> = out.node.inputs().iter().map(|x| x.dtype()).collect();
+            let key = key(group, &dtypes).expect("every step has a CUDA snippet");
+            let src = source(group, &dtypes, "ct_fused_check");
+            assert!(src.contains("out0") && src.contains("s0::op"), "{src}");
+            keys.push(key);
+            if nvrtc::available() {
+                let size =
+                    nvrtc::check_compiles(&src, "ct_fused_check", (9, 0)).unwrap_or_else(|e| panic!("{e}\n{src}"));
+                assert!(size > 0);
+            }
+        }
+        // all three outputs come from one group
+        assert!(keys.windows(2).all(|w| w[0] == w[1]), "{keys:?}");
+    }
+}
