@@ -156,6 +156,12 @@ impl Buffer {
 }
 
 /// The computed value of one array: a shared buffer plus the strides and offset of the view.
+///
+/// Invariant: for the shape it is used with, every element the view addresses
+/// (`offset + Σ index·stride`) lies inside `buf`. Most kernels index through checked slices, but
+/// the `gemm` calls of [`super::matmul`] read operands through raw pointers and trust it. The
+/// fields are public, so nothing but the code that builds views (the shape ops, checked when an
+/// op is built) keeps it.
 #[derive(Debug, Clone)]
 pub struct Data {
     /// The shared buffer.
@@ -270,7 +276,12 @@ impl Data {
             },
         );
         assert_eq!(start, total, "every matrix of the batch is copied");
-        // SAFETY: the loops above wrote all `total` elements (every (i, j) of every matrix).
+        // SAFETY: `out` has room for `total` elements. Each matrix of the batch takes the next
+        // `rows * cols` slots of `dst`, split into bands of whole rows (`TILE * cols` elements,
+        // the last band shorter), and `transpose_into` writes every element of the band it is
+        // given (`band.len() / cols` rows of `cols`); the assertion above checks that the
+        // matrices filled exactly `0..total`. So all `total` elements are initialised. (A panic
+        // before this point leaves `out` empty.)
         unsafe { out.set_len(total) };
         Ok(out)
     }

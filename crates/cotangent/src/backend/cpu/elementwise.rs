@@ -35,14 +35,17 @@ pub unsafe fn new_vec_with<U: BufferElement>(
     len: usize,
     fill: impl Fn(usize, &mut [std::mem::MaybeUninit<U>]) + Sync + Send,
 ) -> Result<Vec<U>> {
-    // SAFETY: the caller's promise is `new_vec_in_chunks`'s.
+    // SAFETY: the caller's promise (`fill` writes every element it is handed) is
+    // `new_vec_in_chunks`'s; `CHUNK` is not 0.
     unsafe { new_vec_in_chunks(len, CHUNK, fill) }
 }
 
 /// [`new_vec_with`] with chunks of `chunk` elements (the parallel case; `chunk > 0`).
 ///
 /// # Safety
-/// As [`new_vec_with`].
+/// As [`new_vec_with`]: `fill` must write every element of each chunk it is handed (all of
+/// `0..len` over the calls, which cover it once: consecutive chunks of `chunk` elements, or one
+/// call for all below [`PARALLEL_THRESHOLD`]).
 unsafe fn new_vec_in_chunks<U: BufferElement>(
     len: usize,
     chunk: usize,
@@ -55,8 +58,10 @@ unsafe fn new_vec_in_chunks<U: BufferElement>(
     } else {
         fill(0, dst);
     }
-    // SAFETY: `fill` wrote every element of `dst`, the first `len` elements of the capacity
-    // (the caller's promise), so they are initialised `U`s.
+    // SAFETY: `try_with_capacity` reserved room for exactly `len` elements, and `fill` wrote
+    // every element of `dst`, those first `len` slots (the caller's promise; `par_chunks_mut` and
+    // the single call hand it every slot once), so they are initialised `U`s. A panic in `fill`
+    // leaves `out` at length 0, so nothing uninitialised is ever read or dropped.
     unsafe { out.set_len(len) };
     Ok(out)
 }

@@ -224,7 +224,11 @@ fn matmul_typed<T: GemmFloat>(
     // a pass over 1-2 MB).
     let mut out: Vec<T> = try_with_capacity(total)?;
     products_into(&mut out.spare_capacity_mut()[..total], &a, &b, &g);
-    // SAFETY: `products_into` wrote all `total` elements (every m×n matrix of the batch).
+    // SAFETY: `out` has room for `total` elements. `total` is the batch size times m·n and
+    // `g.offsets` yields one offset pair per batch element, so `products_into` hands each of the
+    // `total / (m·n)` chunks of m·n slots to one product, and every product path (plain loop,
+    // `gemm` with `read_dst = false`, scratch + transpose) writes all m·n elements of its chunk.
+    // (A panic before this point leaves `out` empty.)
     unsafe { out.set_len(total) };
     Ok(out)
 }
@@ -242,8 +246,11 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         } else if column_major_output_cheaper(g) {
             product_through_column_major(g, ops, dst, par);
         } else {
-            // SAFETY: `dst` holds exactly m*n elements, written with row stride n and column
-            // stride 1.
+            // SAFETY: `dst` is a unique borrow of exactly m·n slots, addressed with row stride n
+            // and column stride 1 (element (i, j) at i·n + j < m·n); `MaybeUninit<T>` has `T`'s
+            // layout. The operands are views of `sa` / `sb` as `Data` keeps them (every element
+            // of an m×k / k×n matrix at this batch element's offset lies inside its buffer), with
+            // non-negative strides (`friendly` copied any other view), so gemm reads in bounds.
             unsafe { gemm_into(g, ops, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
         }
     };
@@ -277,10 +284,12 @@ struct Operands<'a, T> {
 /// (`read_dst = false`, so `dst` need not be initialised).
 ///
 /// # Safety
-/// `dst` must be valid for writes of the m×n elements that `dst_strides` address. The offsets of
-/// `ops` and the strides of `g` must describe valid views of `ops.sa` and `ops.sb` (as built by
-/// [`geometry`]), so that every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside `sa`,
-/// likewise for `b`.
+/// `dst` must be valid for writes of the m×n elements that `dst_strides` address (element
+/// (i, j) at `i * rs + j * cs`), and nothing else may access them during the call. The offsets
+/// of `ops` and the strides of `g` must describe valid views of `ops.sa` and `ops.sb` (as built
+/// by [`geometry`]), so that every offset `oa + i*a_rs + p*a_cs` (i < m, p < k) lies inside
+/// `sa`, likewise `ob + p*b_rs + j*b_cs` (p < k, j < n) inside `sb`. `gemm` trusts all of these
+/// without checking.
 unsafe fn gemm_into<T: GemmFloat>(
     g: &Geometry,
     Operands { sa, oa, sb, ob }: Operands<'_, T>,
@@ -289,7 +298,10 @@ unsafe fn gemm_into<T: GemmFloat>(
     par: gemm::Parallelism,
 ) {
     let (dst_rs, dst_cs) = dst_strides;
-    // SAFETY: the caller's promises above are gemm's requirements.
+    // SAFETY: gemm reads `m·k` elements of the left operand and `k·n` of the right at the given
+    // strides and (with `read_dst = false`) only writes the m×n destination: exactly the ranges
+    // the caller promised valid. `oa` / `ob` lie inside `sa` / `sb` by that promise (for m, n, k
+    // ≥ 1, which `matmul_typed` ensures), so `offset` stays inside the slices.
     unsafe {
         gemm::gemm::<T>(
             g.m,
@@ -352,8 +364,10 @@ fn product_through_column_major<T: GemmFloat>(
 ) {
     let (m, n) = (g.m, g.n);
     let mut scratch: Vec<T> = Vec::with_capacity(m * n);
-    // SAFETY: the scratch holds m*n elements, written with row stride 1 and column stride m
-    // (column-major), every one of them.
+    // SAFETY: the scratch has room for m·n elements, addressed with row stride 1 and column
+    // stride m (element (i, j) at i + j·m < m·n, column-major); `gemm` overwrites every one of
+    // them (`read_dst = false`), so they are initialised when the length is set. The operands
+    // are this batch element's views, valid as in `products_into` (the caller).
     unsafe {
         gemm_into(g, ops, scratch.as_mut_ptr(), (1, m as isize), par);
         scratch.set_len(m * n);

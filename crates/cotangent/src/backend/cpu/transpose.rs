@@ -43,9 +43,14 @@ pub(crate) fn transpose_into<T: BufferElement>(
             let je = (j0 + TILE).min(cols);
             match registers {
                 Some(kernel) if ie - i0 == TILE && je - j0 == TILE => {
-                    // SAFETY: the tile's source elements `i0 + a + (j0 + b) * col_stride` and
-                    // destination elements `(i0 + a) * cols + j0 + b` (a, b < 16) lie inside the
-                    // bounds asserted above, and `T` is a 4-byte number (`tile_kernel`; no padding bytes).
+                    // SAFETY: `tile_kernel` returned the kernel only after detecting AVX-512F.
+                    // The kernel reads source rows `i0 + (j0 + r) * col_stride .. + 16` and writes
+                    // destination rows `(i0 + r) * cols + j0 .. + 16` (r < 16): this is a full
+                    // tile (`ie - i0 == je - j0 == 16`), so the last element read is at most
+                    // `last_read` and the last written below `rows * cols`, both inside the bounds
+                    // asserted above. `T` is a 4-byte number (`tile_kernel`: `f32`, `i32` or `u32`,
+                    // no padding), so every element is read and written whole as a `u32`, with
+                    // unaligned loads and stores. `dst` may be uninitialised: it is only written.
                     unsafe {
                         kernel(
                             src.as_ptr().add(i0 + j0 * col_stride) as *const u32,
@@ -70,6 +75,11 @@ pub(crate) fn transpose_into<T: BufferElement>(
 
 /// A 16×16 tile transposition: reads 16 rows of 16 elements `src_stride` apart, writes their
 /// transpose as 16 rows `dst_stride` apart.
+///
+/// # Safety
+/// Calling one is unsafe: the CPU must have the instruction set it was compiled for, and
+/// `src + r * src_stride` / `dst + r * dst_stride` must be valid for reads / writes of 16
+/// elements for every r < 16 (see `avx512::tile16`).
 type TileKernel = unsafe fn(*const u32, usize, *mut u32, usize);
 
 /// The in-register tile kernel for `T`, when `T` has 4 bytes and the CPU has AVX-512.
@@ -89,13 +99,15 @@ mod avx512 {
     /// 32-bit lanes, then by 64-bit lanes, then 128-bit blocks exchanged twice.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F; `src + r * src_stride` and `dst + r * dst_stride` must be
-    /// valid for reads and writes of 16 elements for every r < 16.
+    /// The CPU must have AVX-512F; `src + r * src_stride` must be valid for reads and
+    /// `dst + r * dst_stride` valid for writes of 16 `u32`s for every r < 16 (no alignment
+    /// needed). All 16 rows are loaded before anything is stored.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn tile16(src: *const u32, src_stride: usize, dst: *mut u32, dst_stride: usize) {
         let mut rows = [_mm512_setzero_ps(); 16];
         for (r, row) in rows.iter_mut().enumerate() {
-            // SAFETY: the caller guarantees 16 readable elements at every source row.
+            // SAFETY: the caller guarantees 16 readable `u32`s (64 bytes, one zmm register) at
+            // every source row; `loadu` has no alignment requirement.
             *row = unsafe { _mm512_loadu_ps(src.add(r * src_stride) as *const f32) };
         }
         // 32-bit lanes of row pairs (2i, 2i + 1) interleaved
@@ -124,7 +136,8 @@ mod avx512 {
         for q in 0..8 {
             let low = _mm512_shuffle_f32x4::<0x88>(octs[q], octs[8 + q]);
             let high = _mm512_shuffle_f32x4::<0xdd>(octs[q], octs[8 + q]);
-            // SAFETY: the caller guarantees 16 writable elements at every destination row.
+            // SAFETY: the caller guarantees 16 writable `u32`s at every destination row
+            // (rows q and q + 8, both < 16); `storeu` has no alignment requirement.
             unsafe {
                 _mm512_storeu_ps(dst.add(q * dst_stride) as *mut f32, low);
                 _mm512_storeu_ps(dst.add((q + 8) * dst_stride) as *mut f32, high);
@@ -150,7 +163,8 @@ mod tests {
             transpose_into(&src, cs, rows, cols, &mut dst);
             for i in 0..rows {
                 for j in 0..cols {
-                    // SAFETY: transpose_into wrote every element.
+                    // SAFETY: `transpose_into` wrote every one of the `rows * cols` elements
+                    // (full tiles in registers, the ragged edges element by element).
                     assert_eq!(
                         unsafe { dst[i * cols + j].assume_init() },
                         src[i + j * cs],

@@ -366,11 +366,21 @@ fn map_in_place_generic<K: Kernel, M: MulAdd>(v: &mut [f32]) {
 /// `(src → dst, in place)` instantiations of the loops for one instruction set.
 macro_rules! variant {
     ($name:ident, $name_in_place:ident, $madd:ty $(, $feature:literal)?) => {
+        /// `dst[i] = K(src[i])` compiled for this variant's instruction set.
+        ///
+        /// # Safety
+        /// The CPU must support every target feature the variant enables (none for the portable
+        /// one), or the call may execute instructions it lacks. The slices are safe references;
+        /// nothing else is required.
         $(#[target_feature(enable = $feature)])?
         #[allow(unused_unsafe)]
         unsafe fn $name<K: Kernel>(src: &[f32], dst: &mut [f32]) {
             map_generic::<K, $madd>(src, dst)
         }
+        /// `v[i] = K(v[i])` compiled for this variant's instruction set.
+        ///
+        /// # Safety
+        /// As for the out-of-place variant: the CPU must support the enabled target features.
         $(#[target_feature(enable = $feature)])?
         #[allow(unused_unsafe)]
         unsafe fn $name_in_place<K: Kernel>(v: &mut [f32]) {
@@ -388,7 +398,10 @@ variant!(map_portable, map_in_place_portable, PortableMulAdd);
 fn run<K: Kernel>(isa: Isa, src: &[f32], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "cotangent::vmath: source and destination lengths differ");
     assert!(isa.is_available(), "cotangent::vmath: {isa:?} is not supported by this CPU");
-    // SAFETY: the CPU supports the variant's target features (checked above).
+    // SAFETY: the CPU supports the chosen variant's target features (asserted above): AVX2 and
+    // FMA are both detected for `Avx2`; for `Avx512` only AVX-512F is detected, and the AVX2 and
+    // FMA the variant also enables come with it (every CPU with AVX-512F has them, and rustc's
+    // `avx512f` feature implies both). The portable variant needs nothing.
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
@@ -402,7 +415,7 @@ fn run<K: Kernel>(isa: Isa, src: &[f32], dst: &mut [f32]) {
 
 fn run_in_place<K: Kernel>(isa: Isa, v: &mut [f32]) {
     assert!(isa.is_available(), "cotangent::vmath: {isa:?} is not supported by this CPU");
-    // SAFETY: the CPU supports the variant's target features (checked above).
+    // SAFETY: as in `run`: the chosen variant's target features are available (asserted above).
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]

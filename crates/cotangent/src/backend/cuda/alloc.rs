@@ -90,8 +90,10 @@ impl Allocator {
         for (b, ptrs) in blocks {
             for p in ptrs {
                 self.cached.fetch_sub(b, Ordering::Relaxed);
-                // SAFETY: `p` came from `malloc_async` on this stream and is not in use (it was
-                // in the free list).
+                // SAFETY: `p` came from `malloc_async` on this device's stream and is not in use:
+                // it was in the free list (its `CudaBuffer` dropped), and the free is ordered on
+                // the same stream after every kernel or copy queued earlier that used it. It was
+                // drained from the list above, so it is freed once.
                 if let Err(e) = unsafe { dr::free_async(p, dev.cu_stream()) } {
                     first_err.get_or_insert(e);
                 }
@@ -136,8 +138,8 @@ impl CudaBuffer {
             return Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b });
         }
         dev.bind()?;
-        // SAFETY: the stream belongs to the device's current context; the memory is only used on
-        // this stream.
+        // SAFETY: the stream belongs to the device's context, bound to this thread just above;
+        // `b` is non-zero and below `isize::MAX`. The memory is only ever used on this stream.
         let first = unsafe { dr::malloc_async(dev.cu_stream(), b) };
         let ptr = match first {
             Ok(p) => p,

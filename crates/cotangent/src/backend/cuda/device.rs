@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub fn device_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
-        // SAFETY: these only try to open the libraries with cudarc's candidate names.
+        // SAFETY: these only `dlopen` libcuda and libnvrtc under cudarc's candidate names (running
+        // their initialisers, which ask nothing of the caller) and call nothing through them yet.
         let present = unsafe { sys::is_culib_present() && cudarc::nvrtc::sys::is_culib_present() };
         if !present {
             return 0;
@@ -58,9 +59,13 @@ pub fn device(ordinal: usize) -> Result<Arc<CudaDevice>> {
 pub struct Kernel {
     func: sys::CUfunction,
 }
-// SAFETY: CUDA function handles may be used from any thread (the driver API is thread-safe);
-// modules are never unloaded, so the handle stays valid.
+// SAFETY: a `CUfunction` is an opaque driver handle, not a pointer Rust dereferences; the driver
+// API is thread-safe and accepts it from any thread whose current context is the one that loaded
+// it (`launch` binds the device's context first). Modules are never unloaded, so the handle stays
+// valid for the life of the process.
 unsafe impl Send for Kernel {}
+// SAFETY: as for `Send`: a shared `Kernel` is only copied and passed to `cuLaunchKernel`, which
+// does not mutate it.
 unsafe impl Sync for Kernel {}
 
 /// One CUDA device: its primary context (event tracking off), one stream on which everything is
@@ -183,7 +188,13 @@ impl CudaDevice {
         let src = make();
         let cubin = super::nvrtc::compile(&src, name, self.arch)?;
         self.bind()?;
-        // SAFETY: `cubin` is a complete CUBIN image produced by NVRTC for this architecture.
+        // SAFETY: `cuModuleLoadData` takes no length: the driver finds the image's extent from
+        // its ELF headers, so `cubin` must be a whole CUBIN image. It is one made by NVRTC for
+        // this architecture, now or by an earlier run and read back from the disk cache, where it
+        // was written to a temporary file and renamed (never half a file) under a name hashing
+        // the source, architecture and NVRTC version. The cache file itself is trusted (only
+        // checked to be non-empty). The image is copied during the call; the context is bound
+        // just above.
         let module = unsafe { dr::module::load_data(cubin.as_ptr() as *const c_void) }
             .map_err(|x| self.error(format!("loading kernel {name}: {x}")))?;
         let cname = std::ffi::CString::new(name).map_err(|_| self.error("kernel name contains NUL"))?;
@@ -212,9 +223,14 @@ impl CudaDevice {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
-        // SAFETY: the caller passes arguments matching the kernel's signature (generated
-        // together with it) and device pointers of live buffers of this device; the launch is
-        // ordered on the device's single stream.
+        // SAFETY: this is a crate-internal contract that the compiler cannot check (`launch` is
+        // a safe `pub(crate)` fn): every caller passes one host pointer per kernel parameter, each
+        // to a live value of exactly that parameter's C type (`u64` device addresses, `i64`s, the
+        // `#[repr(C)]` `Args` / `ParamBytes` structs), generated together with the kernel's
+        // source. The driver copies the values while queuing the launch, so they need only live
+        // for this call. The device addresses are of live buffers of this device (the `CudaData`
+        // the caller holds until after the launch is queued; a buffer dropped later returns to
+        // the cache and is reused only by work queued after this kernel on the same stream).
         unsafe { dr::launch_kernel(k.func, (grid.max(1), 1, 1), (block, 1, 1), shared, self.cu_stream(), params) }
             .map_err(|x| self.error(format!("kernel launch: {x}")))
     }
@@ -223,7 +239,8 @@ impl CudaDevice {
     pub(crate) fn with_blas<R>(&self, f: impl FnOnce(&cudarc::cublas::CudaBlas) -> Result<R>) -> Result<R> {
         let mut blas = self.blas.lock().map_err(|_| self.error("cuBLAS handle poisoned"))?;
         if blas.is_none() {
-            // SAFETY: only tries to open libcublas.
+            // SAFETY: only `dlopen`s libcublas under cudarc's candidate names; nothing is called
+            // through it here.
             if !unsafe { cudarc::cublas::sys::is_culib_present() } {
                 return Err(self.error("libcublas could not be loaded (matmul needs cuBLAS)"));
             }

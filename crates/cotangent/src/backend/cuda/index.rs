@@ -29,7 +29,8 @@ fn check_index(idx: &CudaData, what: &str) -> Result<()> {
 fn bad_cell(x: &CudaData) -> Result<CudaData> {
     let dev = x.device();
     let cell = CudaData::empty(dev, DType::I64, &[1])?;
-    // SAFETY: the cell is 8 bytes just allocated on this stream.
+    // SAFETY: the cell is one `i64`, 8 bytes (in an 8-byte bucket) just allocated on this
+    // device's stream, and the memset is queued on that stream, before any kernel reads it.
     unsafe { dr::memset_d8_async(cell.ptr(), 0xff, 8, dev.cu_stream()) }
         .map_err(|e| dev.error(format!("index check cell: {e}")))?;
     Ok(cell)

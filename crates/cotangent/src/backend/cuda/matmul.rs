@@ -228,7 +228,7 @@ fn gemm(
     if count == 1 {
         // a single product through the plain entry point, whose heuristics may choose other
         // kernels than the batched one's
-        // SAFETY: as below, for one matrix each.
+        // SAFETY: as for the batched call below, with one matrix each (`count` is 1).
         return unsafe {
             cudarc::cublas::result::gemm_ex(
                 *blas.handle(),
@@ -254,9 +254,14 @@ fn gemm(
         }
         .map_err(failed);
     }
-    // SAFETY: pointers address live buffers of this device holding the strided matrices the
-    // arguments describe (derived from their shapes and strides); the handle is bound to the
-    // device's stream; alpha/beta point to host scalars of the compute type's scalar type.
+    // SAFETY: `pa`, `pb` and `pc` address live buffers of this device (`a`, `b` and the output,
+    // held by the caller) holding the `count` strided matrices the sizes, leading dimensions and
+    // batch strides describe (derived from the operands' shapes and strides by `as_operand`, so
+    // every addressed element lies in its view); m, n, k, the leading dimensions and `count` fit
+    // in `i32` (checked here and in `matmul`). The output is a fresh dense buffer no input
+    // shares. The handle works on the device's stream; alpha and beta point to host scalars of
+    // the compute type's scalar type (f64 for `CUBLAS_COMPUTE_64F`, else f32) that outlive
+    // the call.
     unsafe {
         cudarc::cublas::result::gemm_strided_batched_ex(
             *blas.handle(),

@@ -79,7 +79,8 @@ pub fn compile(src: &str, name: &str, arch: (i32, i32)) -> Result<Vec<u8>> {
 struct Program(ns::nvrtcProgram);
 impl Drop for Program {
     fn drop(&mut self) {
-        // SAFETY: created by `create_program`, destroyed once.
+        // SAFETY: `self.0` was created by `create_program` and is destroyed only here, once
+        // (`Program` is neither `Clone` nor `Copy`).
         let _ = unsafe { nr::destroy_program(self.0) };
     }
 }
@@ -90,10 +91,11 @@ fn compile_uncached(src: &str, name: &str, arch: &str) -> Result<Vec<u8>> {
     let prog =
         Program(nr::create_program(&csrc, Some(&cname)).map_err(|e| err(format!("nvrtc: creating {name}: {e:?}")))?);
     let opts = [format!("--gpu-architecture={arch}"), "--fmad=false".into(), "--std=c++17".into()];
-    // SAFETY: `prog` is a live program; options are plain strings without NUL.
+    // SAFETY: `prog` is a live program (dropped at the end of this function); cudarc turns the
+    // options, plain ASCII without NUL, into C strings that live for the call.
     let compiled = unsafe { nr::compile_program(prog.0, &opts) };
     if let Err(e) = compiled {
-        // SAFETY: as above.
+        // SAFETY: `prog` is still live; cudarc sizes the log buffer from `nvrtcGetProgramLogSize`.
         let log = unsafe { nr::get_program_log(prog.0) }
             .map(|l| l.iter().take_while(|&&c| c != 0).map(|&c| c as u8 as char).collect::<String>())
             .unwrap_or_default();
@@ -105,7 +107,8 @@ fn compile_uncached(src: &str, name: &str, arch: &str) -> Result<Vec<u8>> {
         .result()
         .map_err(|e| err(format!("nvrtc: CUBIN size of {name}: {e:?}")))?;
     let mut cubin = vec![0u8; size];
-    // SAFETY: `cubin` has the size NVRTC reported.
+    // SAFETY: `cubin` has exactly the size NVRTC reported for this program's CUBIN, which is what
+    // `nvrtcGetCUBIN` writes.
     unsafe { ns::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr() as *mut std::ffi::c_char) }
         .result()
         .map_err(|e| err(format!("nvrtc: CUBIN of {name}: {e:?}")))?;
@@ -114,7 +117,8 @@ fn compile_uncached(src: &str, name: &str, arch: &str) -> Result<Vec<u8>> {
 
 /// Whether libnvrtc can be loaded (no GPU or driver needed).
 pub fn available() -> bool {
-    // SAFETY: only tries to open the library under cudarc's candidate names.
+    // SAFETY: only `dlopen`s libnvrtc under cudarc's candidate names; nothing is called through it
+    // here.
     unsafe { ns::is_culib_present() }
 }
 

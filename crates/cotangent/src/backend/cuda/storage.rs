@@ -40,7 +40,8 @@ impl CudaData {
         let d = CudaData::empty(dev, dtype, shape)?;
         if !d.buf.is_empty() {
             dev.bind()?;
-            // SAFETY: the range is the buffer just allocated on this stream.
+            // SAFETY: `ptr .. ptr + len` is the whole buffer just allocated on this device's
+            // stream (at least `len` bytes), and the memset is queued on that stream.
             unsafe { dr::memset_d8_async(d.buf.ptr(), 0, d.buf.len(), dev.cu_stream()) }
                 .map_err(|e| dev.error(format!("zeros {shape:?} {dtype}: {e}")))?;
         }
@@ -170,8 +171,10 @@ fn upload<T: BufferElement>(dev: &Arc<CudaDevice>, out: &CudaData, data: &Data, 
         let bytes = unsafe { std::slice::from_raw_parts(host.as_ptr() as *const u8, size) };
         return put_bytes(dev, out.buf.ptr(), bytes);
     }
-    // SAFETY: the destination holds `numel(shape)` elements of `T`; a copy from pageable memory
-    // returns once the source has been read, so `host` may drop afterwards.
+    // SAFETY: the destination is the dense buffer just made for `numel(shape)` elements of this
+    // dtype, and `host` holds exactly `numel(shape)` `T`s of that size. `host` is pageable memory
+    // (a Rust vector or slice), and a copy from pageable memory returns only once the source has
+    // been read into the driver's staging buffer, so `host` may drop afterwards.
     unsafe { dr::memcpy_htod_async(out.buf.ptr(), &host[..], dev.cu_stream()) }
         .map_err(|e| dev.error(format!("host to device copy of {shape:?} {}: {e}", T::DTYPE)))
 }
@@ -192,8 +195,10 @@ fn copy_down<U: Copy>(dev: &Arc<CudaDevice>, src: &CudaData, dst: &mut [U], shap
     if dst.is_empty() {
         return Ok(());
     }
-    // SAFETY: `src` is dense with `dst.len()` elements of the same size as `U` (bools are bytes);
-    // the stream is synchronised before `dst` is read.
+    // SAFETY: `src` is a dense view of `dst.len()` elements of `U`'s size (bools are read as
+    // `u8`, never as `bool`), inside its buffer. `dst` is pageable memory (a Rust vector), and a
+    // device-to-pageable copy returns only when the data has landed, so `dst` is never written
+    // after this call (the synchronise after it reports errors of earlier kernels).
     unsafe { dr::memcpy_dtoh_async(dst, src.ptr(), dev.cu_stream()) }
         .map_err(|e| dev.error(format!("device to host copy of {shape:?} {}: {e}", src.dtype)))?;
     dev.synchronize()

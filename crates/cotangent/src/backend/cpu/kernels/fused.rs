@@ -211,20 +211,28 @@ struct Outputs(Vec<SendPtr>);
 /// A pointer into an output buffer (see [`Outputs`]).
 #[derive(Clone, Copy)]
 struct SendPtr(*mut u8);
-// SAFETY: the pointers are only written through by `write_tile`, whose callers write disjoint
-// ranges (distinct tiles), and the vectors they point into outlive the parallel loop.
+// SAFETY: a `SendPtr` is only made in `Fused::eval`, from the unique slice of a buffer it has
+// just allocated (`unique_slice_mut`: its only owner), and is only written through by
+// `write_tile`, each tile its own range `start .. start + numel(tile)`; distinct tiles have
+// disjoint ranges, so threads sharing the pointer never touch the same element. Nothing reads
+// the buffers, and they are not moved or dropped, until the parallel loop has ended and the
+// pointers are dropped (`drop(ptrs)`).
 unsafe impl Sync for SendPtr {}
-// SAFETY: as for `Sync`.
+// SAFETY: as for `Sync`: sending the pointer to another thread hands it nothing but the right to
+// write its tiles' disjoint ranges of a buffer that outlives the loop.
 unsafe impl Send for SendPtr {}
 
 /// Copies a dense tile result into `out` (a buffer of `T`) at `start`.
 ///
 /// # Safety
-/// `out` points to at least `start + len` elements of `T`, and no other thread writes or reads
-/// that range meanwhile.
+/// `out` must be the start of a buffer of `T` (so aligned for `T`) valid for writes of the
+/// elements `start .. start + numel(shape)`, and no other thread may write or read that range
+/// meanwhile. (`data` must hold `T`s of `shape`; a mismatch panics, it is not unsafe.)
 unsafe fn write_tile<T: BufferElement>(out: *mut u8, start: usize, data: &Data, shape: &[usize]) {
     let src = data.to_contiguous::<T>(shape);
-    // SAFETY: the caller's promise.
+    // SAFETY: `to_contiguous` returns exactly `numel(shape)` elements, so the destination is the
+    // range `start .. start + numel(shape)` the caller promised writable and unshared; the source
+    // is the tile's own result (or a copy of it), never the output buffer, so they do not overlap.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (out as *mut T).add(start), src.len()) };
 }
 
@@ -270,8 +278,12 @@ impl CpuKernel for Fused {
             let tile = tiling.tile(t);
             let datas = run_tile(self, &ins, &last_use, &tile)?;
             for ((d, o), &p) in datas.iter().zip(outputs).zip(&ptrs.0) {
-                // SAFETY: each tile writes its own range `start..start + numel(tile)` of the
-                // `n`-element output buffers, which live until the loop ends.
+                // SAFETY: `p` points at the start of the output buffer made above for `o`, of
+                // `n` elements of `o.dtype` (the `T` dispatched here). The tile's range
+                // `start .. start + numel(tile.shape)` lies inside `0..n` (`Tiling::tile`: a block
+                // of whole indices of `axis` under fixed earlier indices) and is disjoint from
+                // every other tile's, so no other thread touches it; the buffers live, untouched,
+                // until the loop ends (see `SendPtr`).
                 crate::dispatch_dtype!(o.dtype, T => unsafe { write_tile::<T>(p.0, tile.start, d, &tile.shape) });
             }
             Ok(())
