@@ -1,5 +1,4 @@
-//! Matrix products through cuBLAS `cublasGemmStridedBatchedEx` (`cublasGemmEx` for a single
-//! product).
+//! Matrix products through cuBLAS `cublasGemmStridedBatchedEx`.
 //!
 //! cuBLAS is column-major; a row-major `C = A·B` (`[m, k]·[k, n]`) is the column-major
 //! `Cᵀ = Bᵀ·Aᵀ`, so the operands are swapped and each one's transpose flag and leading dimension
@@ -225,35 +224,6 @@ fn gemm(
     }
     let algo = bs::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
     let failed = |e| dev.error(format!("cuBLAS gemm ({m}×{k}·{k}×{n}, batch {count}, {dt:?}): {e:?}"));
-    if count == 1 {
-        // a single product through the plain entry point, whose heuristics may choose other
-        // kernels than the batched one's
-        // SAFETY: as for the batched call below, with one matrix each (`count` is 1).
-        return unsafe {
-            cudarc::cublas::result::gemm_ex(
-                *blas.handle(),
-                op(b.trans),
-                op(a.trans),
-                n as i32,
-                m as i32,
-                k as i32,
-                alpha,
-                pb as *const c_void,
-                dt,
-                b.ld as i32,
-                pa as *const c_void,
-                dt,
-                a.ld as i32,
-                beta,
-                pc as *mut c_void,
-                dt,
-                n as i32,
-                ct,
-                algo,
-            )
-        }
-        .map_err(failed);
-    }
     // SAFETY: `pa`, `pb` and `pc` address live buffers of this device (`a`, `b` and the output,
     // held by the caller) holding the `count` strided matrices the sizes, leading dimensions and
     // batch strides describe (derived from the operands' shapes and strides by `as_operand`, so
