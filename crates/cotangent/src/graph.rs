@@ -9,10 +9,9 @@
 //! of an input that nothing else references (buffer donation).
 use crate::array::{Node, NodeKind};
 use crate::backend::cpu::pool::{self, Place, SPLIT_MIN_ELEMENTS};
-use crate::backend::Storage;
+use crate::backend::Outputs;
 use crate::primitive::{Op, Spec};
 use crate::{Array, Error, Result};
-use smallvec::SmallVec;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -50,12 +49,24 @@ pub(crate) type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHa
 /// A hash set of node identities (see [`IdHasher`]).
 pub(crate) type IdSet<K> = std::collections::HashSet<K, std::hash::BuildHasherDefault<IdHasher>>;
 
+/// The largest visited set [`topo_order`] keeps for the next walk on its thread (clearing a set
+/// costs time in proportion to its capacity, so a huge one is dropped instead).
+const KEPT_VISITED_CAPACITY: usize = 4096;
+
+thread_local! {
+    /// [`topo_order`]'s visited set and stack, kept between walks on this thread: an eager
+    /// program walks a small graph at every evaluation, and growing fresh ones each time was a
+    /// tenth of the time of a chain of small ops.
+    static TOPO_SCRATCH: std::cell::Cell<(IdSet<usize>, Vec<(Arc<Node>, bool)>)> = Default::default();
+}
+
 /// Nodes reachable from `outputs` in post-order (inputs before consumers), not descending into
 /// nodes for which `stop` is true (they are included themselves).
 pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool) -> Vec<Arc<Node>> {
     let mut order = Vec::new();
-    let mut visited: IdSet<usize> = IdSet::default();
-    let mut stack: Vec<(Arc<Node>, bool)> = outputs.iter().rev().map(|a| (a.node.clone(), false)).collect();
+    // Taken out of the thread's cell (a nested walk on this thread finds an empty one).
+    let (mut visited, mut stack) = TOPO_SCRATCH.take();
+    stack.extend(outputs.iter().rev().map(|a| (a.node.clone(), false)));
     while let Some((node, expanded)) = stack.pop() {
         if expanded {
             order.push(node);
@@ -75,6 +86,10 @@ pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool)
                 }
             }
         }
+    }
+    if visited.capacity() <= KEPT_VISITED_CAPACITY {
+        visited.clear();
+        TOPO_SCRATCH.set((visited, stack));
     }
     order
 }
@@ -166,8 +181,7 @@ fn compute(node: &Arc<Node>, place: Place, wait: Wait) -> bool {
     if node.is_computed() {
         return true;
     }
-    let is_call = matches!(&node.kind, NodeKind::Op(prim) if matches!(prim.op(), Op::Call(_)));
-    if wait == Wait::Never && is_call {
+    if wait == Wait::Never && matches!(&node.kind, NodeKind::Op(prim) if matches!(prim.op(), Op::Call(_))) {
         return false;
     }
     if !node.claim() {
@@ -179,19 +193,21 @@ fn compute(node: &Arc<Node>, place: Place, wait: Wait) -> bool {
         node.data.wait();
         return true;
     }
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compute_claimed(node, place)))
+    let keeps_inputs = node.keeps_inputs();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compute_claimed(node, place, keeps_inputs)))
         .unwrap_or_else(|payload| Err(panic_error(node, &*payload)));
     // This thread claimed the node, so nobody else stores a result.
     let _ = node.data.set(result);
-    if !node.keeps_inputs() {
+    if !keeps_inputs {
         let taken = std::mem::take(&mut *node.inputs.lock().unwrap_or_else(|e| e.into_inner()));
         drop(taken);
     }
     true
 }
 
-/// The outputs of a node this thread has claimed (see [`compute`]).
-fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 1]>> {
+/// The outputs of a node this thread has claimed (see [`compute`]); `keeps_inputs` is
+/// `node.keeps_inputs()`.
+fn compute_claimed(node: &Arc<Node>, place: Place, keeps_inputs: bool) -> Result<Outputs> {
     let prim = match &node.kind {
         NodeKind::Leaf => return Err(Error::Eval("leaf without data".into())),
         NodeKind::Placeholder => return Err(crate::transforms::stand_in_error()),
@@ -201,49 +217,43 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
     for inp in inputs.iter() {
         inp.computed_storage()?;
     }
-    let out = match prim.op() {
+    let op = prim.op();
+    let out = match op {
         Op::PassThrough { first } => inputs[first..first + node.specs.len()]
             .iter()
             .map(|x| x.computed_storage().cloned())
-            .collect::<Result<Vec<_>>>()?,
-        Op::Call(_) => {
+            .collect::<Result<Outputs>>()?,
+        Op::Call(call) => {
             // The body is user code that evaluates: run it without holding the lock (another
             // thread's `topo_order` may want it meanwhile).
             let inputs_now = inputs.clone();
             drop(inputs);
-            let Op::Call(call) = prim.op() else { unreachable!() };
             eval_call(call, &inputs_now, &node.specs)?
         }
         Op::ToDevice(device) => {
-            vec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)
+            smallvec::smallvec![crate::backend::transfer(inputs[0].computed_storage()?, &node.specs[0], device)
                 .map_err(|e| e.in_node(node))?]
         }
         _ => {
-            let may_split = node.device == crate::Device::Cpu
+            let may_split = place != Place::Pool
+                && node.device == crate::Device::Cpu
                 && (node.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS)
                     || inputs.iter().any(|x| x.size() >= SPLIT_MIN_ELEMENTS));
-            let owner = node.clone();
-            if node.keeps_inputs() {
-                let inputs_now = inputs.clone();
-                drop(inputs);
-                pool::run_kernel(place, may_split, move || {
+            // The node lets go of its inputs now rather than after the kernel when it need not
+            // keep them, and hands them over, so an input referenced by nothing else can donate
+            // its buffer to the output (and is freed as soon as the kernel is done with it).
+            let handed = if keeps_inputs { inputs.clone() } else { std::mem::take(&mut *inputs) };
+            drop(inputs);
+            if may_split {
+                // A kernel that may split its work runs on the kernel pool (see
+                // `pool::run_kernel`), which needs owned values.
+                let owner = node.clone();
+                pool::run_kernel(place, true, move || {
                     let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
-                    // a kernel's errors do not know their node: it adds its op, result and
-                    // origin (`Error::in_node`)
-                    crate::backend::eval(owner.device, prim.op(), &inputs_now, &owner.specs)
-                        .map_err(|e| e.in_node(&owner))
+                    run_kernel_of(&owner, prim.op(), handed, !keeps_inputs)
                 })?
             } else {
-                // The node lets go of its inputs now rather than after the kernel, and hands
-                // them over, so an input referenced by nothing else can donate its buffer to the
-                // output (and is freed as soon as the kernel is done with it).
-                let owned = std::mem::take(&mut *inputs);
-                drop(inputs);
-                pool::run_kernel(place, may_split, move || {
-                    let NodeKind::Op(prim) = &owner.kind else { unreachable!() };
-                    crate::backend::eval_owned(owner.device, prim.op(), owned, &owner.specs)
-                        .map_err(|e| e.in_node(&owner))
-                })?
+                run_kernel_of(node, op, handed, !keeps_inputs)?
             }
         }
     };
@@ -255,7 +265,19 @@ fn compute_claimed(node: &Arc<Node>, place: Place) -> Result<SmallVec<[Storage; 
             node.specs.len()
         )));
     }
-    Ok(SmallVec::from_vec(out))
+    Ok(out)
+}
+
+/// Runs the backend kernel of `node` on its inputs, which it may consume (donate buffers) when
+/// the node gave them up (`owned`); a kernel's errors do not know their node: this adds its op,
+/// result and origin (`Error::in_node`).
+fn run_kernel_of(node: &Node, op: Op<'_>, inputs: Vec<Array>, owned: bool) -> Result<Outputs> {
+    if owned {
+        crate::backend::eval_owned(node.device, op, inputs, &node.specs)
+    } else {
+        crate::backend::eval(node.device, op, &inputs, &node.specs)
+    }
+    .map_err(|e| e.in_node(node))
 }
 
 /// The error stored in a node whose computation panicked: names the op and quotes the message.
@@ -279,7 +301,7 @@ fn panic_error(node: &Node, payload: &(dyn std::any::Any + Send)) -> Error {
 
 /// Evaluate a [`Call`](crate::primitives::graph::Call) node: rebuild its function on leaves
 /// holding the computed inputs and evaluate the result (on whatever devices its ops use).
-fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Storage>> {
+fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &[Spec]) -> Result<Outputs> {
     let leaves = inputs
         .iter()
         .map(|x| Ok(Array::from_storage(x.computed_storage()?.clone(), x.shape(), x.dtype())))

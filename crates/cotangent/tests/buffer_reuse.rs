@@ -429,3 +429,24 @@ fn gradients_unaffected() {
     }
     assert_eq!(x.to_vec::<f64>().unwrap(), v);
 }
+
+/// A number operand (`2.0` in `x * 2.0`) becomes a 0-d constant that later calls of the same
+/// thread may reuse; a 0-d op on it must never write into it. Each step's result is checked
+/// against f64, and the constants keep their values after many 0-d ops that could donate.
+#[test]
+fn reused_number_constants_are_never_overwritten() {
+    let _g = serial();
+    let mut acc = 1.0f64;
+    let mut x = Array::scalar(1.0f32);
+    for step in 0..50 {
+        x = (x * 2.0 + 0.5) / 3.0;
+        x.eval().unwrap();
+        acc = (acc * 2.0 + 0.5) / 3.0;
+        assert!((x.item::<f32>().unwrap() as f64 - acc).abs() <= 1e-6, "step {step}");
+    }
+    // The constants 2.0, 0.5 and 3.0 are still what they were.
+    let y = (Array::scalar(0.0f32) * 2.0 + 0.5) / 3.0;
+    assert_eq!(y.item::<f32>().unwrap(), 0.5f32 / 3.0);
+    let z = Array::scalar(1.0f32) + 2.0;
+    assert_eq!(z.item::<f32>().unwrap(), 3.0);
+}

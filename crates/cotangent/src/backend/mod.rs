@@ -240,14 +240,17 @@ pub(crate) fn fusable(device: Device, op: Op<'_>, operand: DType) -> bool {
     }
 }
 
+/// A node's computed outputs (most nodes have one: it is kept inline, without an allocation).
+pub(crate) type Outputs = smallvec::SmallVec<[Storage; 1]>;
+
 /// Evaluate `op` on the device `device`; `inputs` are computed and on that device.
-pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Storage>> {
+pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Outputs> {
     #[cfg(feature = "test-hooks")]
     recording::note(device, &op);
     match device {
         Device::Cpu => Ok(cpu::kernels::eval(op, inputs, outputs)?.into_iter().map(Storage::Cpu).collect()),
         #[cfg(feature = "cuda")]
-        Device::Cuda(n) => cuda::eval(n, op, inputs, outputs),
+        Device::Cuda(n) => cuda::eval(n, op, inputs, outputs).map(Outputs::from_vec),
         #[cfg(not(feature = "cuda"))]
         Device::Cuda(n) => Err(no_cuda(n)),
     }
@@ -255,7 +258,7 @@ pub(crate) fn eval(device: Device, op: Op<'_>, inputs: &[Array], outputs: &[Spec
 
 /// [`eval`] with the inputs handed over by a node that gave them up: a backend may reuse their
 /// buffers for the outputs when nothing else references them (buffer donation).
-pub(crate) fn eval_owned(device: Device, op: Op<'_>, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Storage>> {
+pub(crate) fn eval_owned(device: Device, op: Op<'_>, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Outputs> {
     match device {
         Device::Cpu => Ok({
             #[cfg(feature = "test-hooks")]

@@ -5,12 +5,69 @@ use crate::{Array, DType};
 
 /// A 0-d array of `dtype` holding `v` (converted as `as` would).
 pub(crate) fn scalar_f64(v: f64, dtype: DType) -> Array {
-    crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_f64(v)))
+    recent_scalar(
+        ScalarValue::Float(v.to_bits()),
+        dtype,
+        || crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_f64(v))),
+    )
 }
 
 /// A 0-d array of `dtype` holding the integer `v` (exact for integer dtypes).
 pub(crate) fn scalar_i64(v: i64, dtype: DType) -> Array {
-    crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_i64(v)))
+    recent_scalar(
+        ScalarValue::Int(v),
+        dtype,
+        || crate::dispatch_dtype!(dtype, T => Array::scalar(<T as Element>::from_i64(v))),
+    )
+}
+
+/// The Rust number a scalar operand came from (a float by its bits: `-0.0` and `0.0`, and
+/// NaN payloads, stay apart).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScalarValue {
+    Float(u64),
+    Int(i64),
+}
+
+/// How many scalar constants each thread keeps for reuse.
+const RECENT_SCALARS: usize = 8;
+
+/// A recently made scalar constant: its value, dtype, device, and the array.
+type RecentScalar = (ScalarValue, DType, crate::Device, Array);
+
+thread_local! {
+    /// The scalar constants this thread made last (the `1.01` and `0.1` of `x * 1.01 + 0.1` in
+    /// a loop), replaced round-robin, with the slot to replace next.
+    static RECENT: std::cell::RefCell<(Vec<RecentScalar>, usize)> = const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+/// The 0-d constant `value` of `dtype` on the default device: one this thread made recently,
+/// or a new one from `make`. An operand like `1.01` in `x * 1.01` becomes a constant at every
+/// call; reusing it saves a node and a buffer per op. Sharing is invisible: arrays are
+/// immutable, and a shared constant's buffer is never donated to an op's output (donation needs
+/// the only reference to the node).
+fn recent_scalar(value: ScalarValue, dtype: DType, make: impl FnOnce() -> Array) -> Array {
+    let device = crate::backend::default_device();
+    let found = RECENT.with(|r| {
+        let r = r.borrow();
+        r.0.iter().find(|(v, t, d, _)| *v == value && *t == dtype && *d == device).map(|e| e.3.clone())
+    });
+    if let Some(a) = found {
+        return a;
+    }
+    let a = make();
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        let (entries, next) = &mut *r;
+        let entry = (value, dtype, device, a.clone());
+        if entries.len() < RECENT_SCALARS {
+            entries.push(entry);
+        } else {
+            entries[*next] = entry;
+            *next = (*next + 1) % RECENT_SCALARS;
+        }
+    });
+    a
 }
 
 /// An array of `shape` filled with `v` converted to `dtype`. It is a broadcast view of one
