@@ -53,11 +53,14 @@ pub(crate) type IdSet<K> = std::collections::HashSet<K, std::hash::BuildHasherDe
 /// costs time in proportion to its capacity, so a huge one is dropped instead).
 const KEPT_VISITED_CAPACITY: usize = 4096;
 
+/// [`topo_order`]'s visited set and its stack of (node, inputs pushed already).
+type TopoScratch = (IdSet<usize>, Vec<(Arc<Node>, bool)>);
+
 thread_local! {
     /// [`topo_order`]'s visited set and stack, kept between walks on this thread: an eager
     /// program walks a small graph at every evaluation, and growing fresh ones each time was a
     /// tenth of the time of a chain of small ops.
-    static TOPO_SCRATCH: std::cell::Cell<(IdSet<usize>, Vec<(Arc<Node>, bool)>)> = Default::default();
+    static TOPO_SCRATCH: std::cell::Cell<TopoScratch> = Default::default();
 }
 
 /// Nodes reachable from `outputs` in post-order (inputs before consumers), not descending into
