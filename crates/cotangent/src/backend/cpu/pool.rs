@@ -84,11 +84,6 @@ pub(crate) fn pool() -> &'static rayon::ThreadPool {
     })
 }
 
-/// The number of threads of the kernel pool.
-pub(crate) fn num_threads() -> usize {
-    pool().current_num_threads()
-}
-
 /// What kind of thread the caller is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
