@@ -54,10 +54,8 @@ fn array(dtype: DType, v: &[f64], shape: &[usize]) -> Array {
 
 /// A strided host view of logical values `v` (row-major over `[m, n]`) in one of the layouts.
 fn host_view(dtype: DType, v: &[f64], m: usize, n: usize, layout: usize) -> Data {
-    let mk = |buf: Vec<f64>, strides: &[isize], offset: usize| Data {
-        buf: Arc::new(buffer(dtype, &buf)),
-        strides: strides.into(),
-        offset,
+    let mk = |buf: Vec<f64>, strides: &[isize], offset: usize| {
+        Data::view(Arc::new(buffer(dtype, &buf)), &[m, n], strides, offset).expect("view inside its buffer")
     };
     match layout {
         0 => mk(v.to_vec(), &[n as isize, 1], 0),
@@ -86,16 +84,16 @@ fn host_view(dtype: DType, v: &[f64], m: usize, n: usize, layout: usize) -> Data
 }
 
 /// Upload the whole buffer of a host view and keep its strides (so the kernels see the view).
-fn upload_view(dev: &Arc<CudaDevice>, d: &Data) -> CudaData {
-    let len = d.buf.len();
-    let whole = Data { buf: d.buf.clone(), strides: [1].as_slice().into(), offset: 0 };
+fn upload_view(dev: &Arc<CudaDevice>, d: &Data, shape: &[usize]) -> CudaData {
+    let len = d.buf().len();
+    let whole = Data::view(d.buf().clone(), &[len], &[1], 0).expect("whole buffer");
     let g = CudaData::from_host(dev, &whole, &[len]).expect("upload");
-    g.view(&d.strides, d.offset)
+    g.checked_view(shape, d.strides(), d.offset()).expect("view inside its buffer")
 }
 
 fn as_f64(d: &Data, shape: &[usize]) -> Vec<f64> {
     use cotangent::Element;
-    cotangent::dispatch_dtype!(d.buf.dtype(), T => d.to_contiguous::<T>(shape).iter().map(|x| x.to_f64()).collect())
+    cotangent::dispatch_dtype!(d.buf().dtype(), T => d.to_contiguous::<T>(shape).iter().map(|x| x.to_f64()).collect())
 }
 
 fn array_f64(a: &Array) -> Vec<f64> {
@@ -135,13 +133,13 @@ fn allocator_oom_is_an_error_and_empty_is_fine() {
     let r = CudaData::empty(&dev, DType::U8, &[1usize << 50]);
     assert!(matches!(r, Err(cotangent::Error::OutOfMemory { .. })), "1 PiB allocation must fail as OutOfMemory");
     let e = CudaData::empty(&dev, DType::F32, &[0, 3]).expect("empty");
-    assert_eq!(e.to_host(&[0, 3]).expect("host").buf.len(), 0);
+    assert_eq!(e.to_host(&[0, 3]).expect("host").buf().len(), 0);
     // buffers are reused through the cache
     let a = CudaData::empty(&dev, DType::F32, &[1000]).expect("a");
-    let p = a.buf.ptr();
+    let p = a.buf().ptr();
     drop(a);
     let b = CudaData::empty(&dev, DType::F32, &[900]).expect("b");
-    assert_eq!(b.buf.ptr(), p, "same bucket reuses the block");
+    assert_eq!(b.buf().ptr(), p, "same bucket reuses the block");
 }
 
 #[test]
@@ -152,7 +150,7 @@ fn roundtrip_and_copies_all_dtypes_and_layouts() {
         let v = values(m * n, 1, d);
         for layout in 0..3 {
             let h = host_view(d, &v, m, n, layout);
-            let g = upload_view(&dev, &h);
+            let g = upload_view(&dev, &h, &[m, n]);
             let back = g.to_host(&[m, n]).expect("to_host");
             close(&format!("roundtrip {d} layout {layout}"), &as_f64(&back, &[m, n]), &as_f64(&h, &[m, n]), 0.0, 0.0);
             let c = cuda::to_contiguous(&g, &[m, n]).expect("copy");
@@ -160,8 +158,8 @@ fn roundtrip_and_copies_all_dtypes_and_layouts() {
         }
         // broadcast row (stride 0)
         let row = values(n, 2, d);
-        let h = Data { buf: Arc::new(buffer(d, &row)), strides: [0isize, 1].as_slice().into(), offset: 0 };
-        let g = upload_view(&dev, &h);
+        let h = Data::view(Arc::new(buffer(d, &row)), &[m, n], &[0, 1], 0).expect("broadcast row");
+        let g = upload_view(&dev, &h, &[m, n]);
         let back = g.to_host(&[m, n]).expect("broadcast");
         close(&format!("broadcast {d}"), &as_f64(&back, &[m, n]), &as_f64(&h, &[m, n]), 0.0, 0.0);
         // 0-d
@@ -195,7 +193,7 @@ fn unary_ops_match_cpu() {
             };
             let layout = (k + d as usize) % 3;
             let h = host_view(d, &v, m, n, layout);
-            let g = upload_view(&dev, &h);
+            let g = upload_view(&dev, &h, &[m, n]);
             let r = cuda::unary(*op, &g, &[m, n]);
             if !defined {
                 assert!(r.is_err(), "{} on {d} should be an error", op.name());
@@ -242,7 +240,7 @@ fn binary_ops_match_cpu_with_broadcasting() {
                 _ => true,
             };
             let layout = (k + d as usize) % 3;
-            let a = upload_view(&dev, &host_view(d, &va, m, n, layout));
+            let a = upload_view(&dev, &host_view(d, &va, m, n, layout), &[m, n]);
             let b = CudaData::from_host(&dev, &Data::contiguous(buffer(d, &vb), &[n]), &[n]).expect("b");
             let r = cuda::binary(*op, &a, &[m, n], &b, &[n], &[m, n]);
             if !defined {
@@ -261,7 +259,7 @@ fn binary_ops_match_cpu_with_broadcasting() {
             // a 0-d operand (the dense launch with a broadcast scalar), on either side
             let s = CudaData::from_host(&dev, &Data::contiguous(buffer(d, &vb[4..5]), &[]), &[]).expect("s");
             let sa = array(d, &vb[4..5], &[]);
-            let dense = upload_view(&dev, &host_view(d, &va, m, n, 0));
+            let dense = upload_view(&dev, &host_view(d, &va, m, n, 0), &[m, n]);
             let xa = array(d, &va, &[m, n]);
             for (got, want, what) in [
                 (cuda::binary(*op, &dense, &[m, n], &s, &[], &[m, n]), ct::binary(*op, &xa, &sa), "x op scalar"),
@@ -282,8 +280,8 @@ fn select_and_casts_match_cpu() {
     let c = CudaData::from_host(&dev, &Data::contiguous(buffer(DType::Bool, &vc), &[n]), &[n]).expect("c");
     for d in [DType::F32, DType::I64, DType::F16, DType::U8] {
         let (va, vb) = (values(m * n, 7, d), values(m * n, 8, d));
-        let a = upload_view(&dev, &host_view(d, &va, m, n, 1));
-        let b = upload_view(&dev, &host_view(d, &vb, m, n, 2));
+        let a = upload_view(&dev, &host_view(d, &va, m, n, 1), &[m, n]);
+        let b = upload_view(&dev, &host_view(d, &vb, m, n, 2), &[m, n]);
         let r = cuda::select((&c, &[n]), (&a, &[m, n]), (&b, &[m, n]), &[m, n]).expect("select");
         let want =
             array_f64(&ct::select(&array(DType::Bool, &vc, &[n]), array(d, &va, &[m, n]), array(d, &vb, &[m, n])));
@@ -317,7 +315,7 @@ fn select_and_casts_match_cpu() {
             v.extend_from_slice(&specials);
         }
         let len = v.len();
-        let x = upload_view(&dev, &host_view(from, &v, 1, len, 2));
+        let x = upload_view(&dev, &host_view(from, &v, 1, len, 2), &[1, len]);
         for to in ALL_DTYPES {
             let r = cuda::cast(&x, &[1, len], to).expect("cast");
             let got = as_f64(&r.to_host(&[1, len]).expect("host"), &[1, len]);
@@ -346,7 +344,7 @@ fn reductions_match_cpu() {
         // a transposed view of the same logical values: storage [65, 37, 4]
         let xt_arr = x_arr.transpose(&[2, 1, 0]);
         let tshape = [65usize, 37, 4];
-        let gt = g.view(&[1, 65, 65 * 37], 0);
+        let gt = g.checked_view(&tshape, &[1, 65, 65 * 37], 0).expect("transposed view");
         let ops: &[ReduceOp] = if d == DType::Bool {
             &[ReduceOp::All, ReduceOp::Any, ReduceOp::Max, ReduceOp::Min]
         } else {
@@ -404,7 +402,7 @@ fn reductions_match_cpu() {
         as_f64(&cuda::reduce(ReduceOp::Prod, &z, &[3, 0], &[1]).expect("prod0").to_host(&[3, 1]).expect("h"), &[3, 1]);
     assert_eq!(p, vec![1.0; 3]);
     let e = cuda::reduce(ReduceOp::Sum, &z, &[3, 0], &[0]).expect("sum over 3");
-    assert_eq!(e.to_host(&[1, 0]).expect("h").buf.len(), 0);
+    assert_eq!(e.to_host(&[1, 0]).expect("h").buf().len(), 0);
 }
 
 #[test]
@@ -419,7 +417,7 @@ fn arg_reductions_softmax_logsumexp_and_scans_match_cpu() {
             }
         }
         for layout in 0..3 {
-            let g = upload_view(&dev, &host_view(d, &v, m, n, layout));
+            let g = upload_view(&dev, &host_view(d, &v, m, n, layout), &[m, n]);
             let x = array(d, &v, &[m, n]);
             for axis in [0usize, 1] {
                 for op in [ArgReduceOp::ArgMax, ArgReduceOp::ArgMin] {
@@ -537,7 +535,7 @@ fn long_axes_and_non_finite_sums_and_scans_match_cpu() {
             let x = array(d, &v, &[rows, r]);
             let g = CudaData::from_host(&dev, &Data::contiguous(buffer(d, &v), &[rows, r]), &[rows, r]).expect("x");
             // the same values stored transposed: [r, rows] summed over axis 0 (few long columns)
-            let gt = upload_view(&dev, &host_view(d, &v, rows, r, 1));
+            let gt = upload_view(&dev, &host_view(d, &v, rows, r, 1), &[rows, r]);
             let t = tol(d) * 4.0;
             for (gx, what) in [(&g, "rows"), (&gt, "transposed")] {
                 let s = cuda::reduce(ReduceOp::Sum, gx, &[rows, r], &[1]).expect("sum");
@@ -614,9 +612,9 @@ fn mat(dev: &Arc<CudaDevice>, d: DType, v: &[f64], shape: &[usize], transposed: 
     let tv = array_f64(&t);
     let tshape = t.shape().to_vec();
     let g = CudaData::from_host(dev, &Data::contiguous(buffer(d, &tv), &tshape), &tshape).expect("t");
-    let mut strides: Vec<isize> = g.strides.to_vec();
+    let mut strides: Vec<isize> = g.strides().to_vec();
     strides.swap(nd - 2, nd - 1);
-    (g.view(&strides, 0), arr)
+    (g.checked_view(arr.shape(), &strides, 0).expect("transposed view"), arr)
 }
 
 #[test]
@@ -663,7 +661,7 @@ fn matmul_matches_cpu_over_layouts_and_batches() {
     let (m, k, n) = (6, 10, 4);
     let va = values(m * k, 20, DType::F64).iter().map(|x| if x.is_nan() { 0.0 } else { *x }).collect::<Vec<_>>();
     let vb = values(k * n, 21, DType::F64).iter().map(|x| if x.is_nan() { 0.0 } else { *x }).collect::<Vec<_>>();
-    let ga = upload_view(&dev, &host_view(DType::F32, &va, m, k, 2));
+    let ga = upload_view(&dev, &host_view(DType::F32, &va, m, k, 2), &[m, k]);
     let gb = CudaData::from_host(&dev, &Data::contiguous(buffer(DType::F32, &vb), &[k, n]), &[k, n]).expect("b");
     let got =
         as_f64(&cuda::matmul(&ga, &[m, k], &gb, &[k, n], &[m, n]).expect("mm").to_host(&[m, n]).expect("h"), &[m, n]);
@@ -682,7 +680,7 @@ fn gather_and_scatter_add_match_cpu() {
         let v = values(m * n, 14, d);
         let idx: Vec<f64> = (0..m * j).map(|i| ((i * 5) % (2 * n)) as f64 - n as f64).collect(); // in [-n, n)
         for layout in 0..3 {
-            let gx = upload_view(&dev, &host_view(d, &v, m, n, layout));
+            let gx = upload_view(&dev, &host_view(d, &v, m, n, layout), &[m, n]);
             let gi =
                 CudaData::from_host(&dev, &Data::contiguous(buffer(DType::I32, &idx), &[m, j]), &[m, j]).expect("i");
             let x = array(d, &v, &[m, n]);

@@ -21,9 +21,14 @@ pub(crate) mod cpu;
 /// A host vector with room for `len` elements, or `Err` when the memory cannot be had (ops
 /// that build their values on the host, such as `arange`, use it before any device sees them).
 pub(crate) use cpu::buffer::try_with_capacity as try_host_vec;
-#[cfg(feature = "cuda")]
+/// The CUDA backend. Public only with the `test-hooks` feature, as [`cpu`]'s kernels.
+#[cfg(all(feature = "cuda", feature = "test-hooks"))]
 #[doc(hidden)]
 pub mod cuda;
+// (its exports and accessors exist for the test hooks; without them some go unused)
+#[cfg(all(feature = "cuda", not(feature = "test-hooks")))]
+#[allow(unused_imports, dead_code)]
+pub(crate) mod cuda;
 
 /// Where an array lives.
 ///

@@ -158,21 +158,66 @@ impl Buffer {
 /// The computed value of one array: a shared buffer plus the strides and offset of the view.
 ///
 /// Invariant: for the shape it is used with, every element the view addresses
-/// (`offset + Σ index·stride`) lies inside `buf`. Most kernels index through checked slices, but
-/// the `gemm` calls of [`super::matmul`] read operands through raw pointers and trust it. The
-/// fields are public, so nothing but the code that builds views (the shape ops, checked when an
-/// op is built) keeps it.
+/// (`offset + Σ index·stride`) lies inside `buf`. The fields are private to the crate, where
+/// only the code that builds views (the shape ops, checked when an op is built) makes them;
+/// [`Data::view`] builds one from outside only after checking it. Kernels index through checked
+/// slices, and the `gemm` calls of [`super::matmul`], which read operands through raw pointers,
+/// check [`Data::lies_inside`] first, so a view paired with the wrong shape panics instead of
+/// reading out of bounds.
 #[derive(Debug, Clone)]
 pub struct Data {
     /// The shared buffer.
-    pub buf: Arc<Buffer>,
+    pub(crate) buf: Arc<Buffer>,
     /// Strides in elements, one per axis of the array.
-    pub strides: Strides,
+    pub(crate) strides: Strides,
     /// Offset of element `[0, 0, ..]` in the buffer.
-    pub offset: usize,
+    pub(crate) offset: usize,
+}
+
+/// Views and their parts for the test hooks (tests build views the kernels must handle).
+#[cfg(feature = "test-hooks")]
+impl Data {
+    /// A strided view of `buf` with this shape, strides and offset, or `None` unless every
+    /// element it addresses lies inside the buffer (see [`Data::lies_inside`]).
+    pub fn view(buf: Arc<Buffer>, shape: &[usize], strides: &[isize], offset: usize) -> Option<Data> {
+        let d = Data { buf, strides: strides.into(), offset };
+        (strides.len() == shape.len() && d.lies_inside(shape)).then_some(d)
+    }
+    /// The shared buffer.
+    pub fn buf(&self) -> &Arc<Buffer> {
+        &self.buf
+    }
+    /// Strides in elements, one per axis.
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+    /// Offset of element `[0, 0, ..]` in the buffer, in elements.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
 }
 
 impl Data {
+    /// Whether every element this view addresses for `shape` (`offset + Σ index·stride`, with
+    /// one stride per axis) lies inside its buffer. An empty shape addresses nothing.
+    pub fn lies_inside(&self, shape: &[usize]) -> bool {
+        if self.strides.len() != shape.len() {
+            return false;
+        }
+        if shape.contains(&0) {
+            return true;
+        }
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        for (&n, &s) in shape.iter().zip(self.strides.iter()) {
+            let reach = (n as i128 - 1) * s as i128;
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        lo >= 0 && hi < self.buf.len() as i128
+    }
     /// A dense row-major view of a whole buffer with the given shape.
     pub fn contiguous(buf: Buffer, shape: &[usize]) -> Data {
         Data { buf: Arc::new(buf), strides: contiguous_strides(shape), offset: 0 }
@@ -303,5 +348,36 @@ impl Data {
         let n = crate::shape::numel(shape);
         let s = T::slice_mut(Arc::get_mut(&mut self.buf)?)?;
         (s.len() == n).then_some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_are_checked_against_their_buffers() {
+        let buf = Arc::new(f32::into_buffer(vec![0.0; 12]));
+        let view = |shape: &[usize], strides: &[isize], offset| Data::view(buf.clone(), shape, strides, offset);
+        assert!(view(&[3, 4], &[4, 1], 0).is_some());
+        assert!(view(&[4, 3], &[1, 4], 0).is_some(), "transposed");
+        assert!(view(&[5, 4], &[0, 1], 8).is_some(), "broadcast rows reach 8..=11");
+        assert!(view(&[5, 4], &[0, 1], 9).is_none(), "one past the end");
+        assert!(view(&[3, 4], &[-4, -1], 11).is_some(), "reversed both ways reaches 0..=11");
+        assert!(view(&[3, 4], &[-4, -1], 10).is_none(), "reaches -1");
+        assert!(view(&[13], &[1], 0).is_none());
+        assert!(view(&[0, 100], &[100, 1], 1000).is_some(), "an empty view addresses nothing");
+        assert!(view(&[], &[], 11).is_some() && view(&[], &[], 12).is_none(), "0-d");
+        assert!(view(&[3, 4], &[4], 0).is_none(), "one stride per axis");
+        assert!(view(&[2, 2], &[isize::MAX, 1], 0).is_none(), "no overflow in the reach");
+    }
+
+    #[test]
+    #[should_panic(expected = "reach outside their buffers")]
+    fn matmul_refuses_a_view_larger_than_its_buffer() {
+        // a dense 2×2 view used as if it were 64×64: gemm would read far past the buffer
+        let small = Data::from_vec(vec![1.0f32; 4], &[2, 2]);
+        let big = Data::from_vec(vec![1.0f32; 64 * 64], &[64, 64]);
+        let _ = super::super::matmul::matmul(&small, &[64, 64], &big, &[64, 64], &[64, 64], DType::F32);
     }
 }

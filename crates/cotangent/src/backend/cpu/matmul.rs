@@ -215,6 +215,12 @@ fn matmul_typed<T: GemmFloat>(
     } else {
         friendly::<T>(b, b_shape)?
     };
+    // `gemm` reads through raw pointers: check the views against their buffers (O(ndim)), so
+    // that a view paired with the wrong shape panics here instead of reading out of bounds.
+    assert!(
+        a.lies_inside(a_shape) && b.lies_inside(b_shape),
+        "cotangent internal error: matmul operand views {a_shape:?} / {b_shape:?} reach outside their buffers"
+    );
     let g = geometry(&a, a_shape, &b, b_shape, out_shape);
     if total == 0 || g.k == 0 {
         return try_filled(T::ZERO, total);
@@ -248,9 +254,10 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         } else {
             // SAFETY: `dst` is a unique borrow of exactly m·n slots, addressed with row stride n
             // and column stride 1 (element (i, j) at i·n + j < m·n); `MaybeUninit<T>` has `T`'s
-            // layout. The operands are views of `sa` / `sb` as `Data` keeps them (every element
-            // of an m×k / k×n matrix at this batch element's offset lies inside its buffer), with
-            // non-negative strides (`friendly` copied any other view), so gemm reads in bounds.
+            // layout. The operands are views of `sa` / `sb` that `matmul_typed` checked to lie
+            // inside their buffers (every element of an m×k / k×n matrix at this batch element's
+            // offset), with non-negative strides (`friendly` copied any other view), so gemm
+            // reads in bounds.
             unsafe { gemm_into(g, ops, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
         }
     };

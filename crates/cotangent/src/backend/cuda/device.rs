@@ -192,9 +192,10 @@ impl CudaDevice {
         // its ELF headers, so `cubin` must be a whole CUBIN image. It is one made by NVRTC for
         // this architecture, now or by an earlier run and read back from the disk cache, where it
         // was written to a temporary file and renamed (never half a file) under a name hashing
-        // the source, architecture and NVRTC version. The cache file itself is trusted (only
-        // checked to be non-empty). The image is copied during the call; the context is bound
-        // just above.
+        // the source, architecture and NVRTC version. `nvrtc::compile` returns only images that
+        // are whole 64-bit ELF files (headers, segments and sections inside the slice), and a
+        // cache file only when its length and hash match its header. The image is copied during
+        // the call; the context is bound just above.
         let module = unsafe { dr::module::load_data(cubin.as_ptr() as *const c_void) }
             .map_err(|x| self.error(format!("loading kernel {name}: {x}")))?;
         let cname = std::ffi::CString::new(name).map_err(|_| self.error("kernel name contains NUL"))?;
@@ -214,7 +215,17 @@ impl CudaDevice {
 
     /// Launch `k` on this device's stream. `params` holds one pointer per kernel argument,
     /// each pointing at a value of the argument's exact C type.
-    pub(crate) fn launch(
+    ///
+    /// # Safety
+    ///
+    /// `params` must have exactly one entry per parameter of `k`, each pointing at a live value
+    /// of exactly that parameter's C type (the values are copied while the launch is queued, so
+    /// they need only live for this call). Every device address among them must be of a live
+    /// buffer of this device, with room for every element the kernel reads or writes for the
+    /// sizes passed beside it, and the caller must hold those buffers until the launch is queued
+    /// (a buffer dropped later returns to the cache and is reused only by work queued after this
+    /// kernel on the same stream).
+    pub(crate) unsafe fn launch(
         &self,
         k: Kernel,
         grid: u32,
@@ -223,14 +234,8 @@ impl CudaDevice {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
-        // SAFETY: this is a crate-internal contract that the compiler cannot check (`launch` is
-        // a safe `pub(crate)` fn): every caller passes one host pointer per kernel parameter, each
-        // to a live value of exactly that parameter's C type (`u64` device addresses, `i64`s, the
-        // `#[repr(C)]` `Args` / `ParamBytes` structs), generated together with the kernel's
-        // source. The driver copies the values while queuing the launch, so they need only live
-        // for this call. The device addresses are of live buffers of this device (the `CudaData`
-        // the caller holds until after the launch is queued; a buffer dropped later returns to
-        // the cache and is reused only by work queued after this kernel on the same stream).
+        // SAFETY: the caller guarantees the parameters (see `# Safety`); the kernel belongs to a
+        // module loaded on this device's context, which `bind` made current.
         unsafe { dr::launch_kernel(k.func, (grid.max(1), 1, 1), (block, 1, 1), shared, self.cu_stream(), params) }
             .map_err(|x| self.error(format!("kernel launch: {x}")))
     }

@@ -157,7 +157,9 @@ pub(crate) fn fused(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<
     let k = dev.kernel(&key, &name, || source(group, &input_dtypes, &name))?;
     let out_ptrs: Vec<u64> = outs.iter().map(|o| o.ptr()).collect();
     let in_ptrs: Vec<u64> = data.iter().map(|d| d.ptr()).collect();
-    launch_map(dev, k, &out_ptrs, &in_ptrs, layout)?;
+    // SAFETY: `k` is the fused group's kernel, generated for these outputs and inputs and their
+    // dtypes; `layout` was built from the shapes and strides of these live views.
+    unsafe { launch_map(dev, k, &out_ptrs, &in_ptrs, layout) }?;
     Ok(Some(outs))
 }
 

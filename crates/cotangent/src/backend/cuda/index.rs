@@ -10,6 +10,7 @@
 //! so they are not bit-reproducible (within rounding of the CPU's sequential sum).
 use super::codegen::{self, Args, PRELUDE};
 use super::elementwise::{copy_into, same_device};
+use super::storage::check_views;
 use super::storage::CudaData;
 use crate::shape::{contiguous_strides, numel};
 use crate::{DType, Result};
@@ -54,6 +55,7 @@ fn report(cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis: usize, n: 
 /// `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along `axis`; `idx` has `x`'s rank and the same
 /// extents on every other axis. The result is dense with `idx_shape`.
 pub fn gather(x: &CudaData, x_shape: &[usize], idx: &CudaData, idx_shape: &[usize], axis: usize) -> Result<CudaData> {
+    check_views("take_along_axis", &[(x, x_shape), (idx, idx_shape)])?;
     let dev = same_device("take_along_axis", &[x, idx])?;
     check_index(idx, "take_along_axis")?;
     let out = CudaData::empty(dev, x.dtype, idx_shape)?;
@@ -94,7 +96,10 @@ extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__
         &mut nn as *mut i64 as *mut c_void,
         &mut pb as *mut u64 as *mut c_void,
     ];
-    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
+    // SAFETY: the gather kernel takes (out, x, idx, ct_args<2>, axis stride, axis length,
+    // bad-index cell); `args` describes the live `out`, `x` and `idx` views it was built from,
+    // and `cell` is a live one-element buffer.
+    unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
     report(&cell, idx, idx_shape, axis, n)?;
     Ok(out)
 }
@@ -143,6 +148,7 @@ pub fn scatter_add(
     updates: &CudaData,
     axis: usize,
 ) -> Result<CudaData> {
+    check_views("scatter_add_along_axis", &[(x, x_shape), (idx, idx_shape), (updates, idx_shape)])?;
     let dev = same_device("scatter_add_along_axis", &[x, idx, updates])?;
     check_index(idx, "scatter_add_along_axis")?;
     if updates.dtype != x.dtype {
@@ -189,7 +195,10 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
         &mut nn as *mut i64 as *mut c_void,
         &mut pb as *mut u64 as *mut c_void,
     ];
-    dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params)?;
+    // SAFETY: the scatter-add kernel takes (out, idx, updates, ct_args<3>, axis stride, axis
+    // length, bad-index cell); `args` describes the live `out`, `idx` and `updates` views it was
+    // built from, and `cell` is a live one-element buffer.
+    unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
     report(&cell, idx, idx_shape, axis, n)?;
     Ok(out)
 }

@@ -14,6 +14,7 @@
 //! f64 uses `CUBLAS_COMPUTE_64F`. Integer and bool products are not supported here (`Err`).
 use super::device::CudaDevice;
 use super::elementwise::{same_device, to_contiguous};
+use super::storage::check_views;
 use super::storage::CudaData;
 use crate::backend::cpu::elementwise::broadcast_strides;
 use crate::{DType, Result};
@@ -86,6 +87,7 @@ pub fn matmul(
     out_shape: &[usize],
 ) -> Result<CudaData> {
     let dev = same_device("matmul", &[a, b])?;
+    check_views("matmul", &[(a, a_shape), (b, b_shape)])?;
     let d = a.dtype;
     if b.dtype != d {
         return Err(dev.error(format!("matmul: operands of dtypes {d} and {}", b.dtype)));

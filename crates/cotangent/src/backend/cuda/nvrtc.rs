@@ -9,7 +9,11 @@
 //! Compiled images are cached on disk under `$COTANGENT_KERNEL_CACHE`, else
 //! `$XDG_CACHE_HOME/cotangent/kernels`, else `~/.cache/cotangent/kernels`, in files named by a
 //! 128-bit FNV-1a hash of (source, architecture, NVRTC version): a new NVRTC or GPU never reads
-//! a stale image. Cache I/O failures are ignored (the kernel is compiled instead).
+//! a stale image. A cache file holds a header (magic, payload length, 128-bit FNV-1a hash of
+//! the payload) and the CUBIN; a file that is short, altered or not a whole 64-bit ELF image
+//! (its program and section header tables inside the file) is ignored and overwritten, so the
+//! driver, which takes the image without a length, never reads past it. Cache I/O failures are
+//! ignored (the kernel is compiled instead).
 use super::err;
 use crate::Result;
 use cudarc::nvrtc::{result as nr, sys as ns};
@@ -55,24 +59,96 @@ pub fn compile(src: &str, name: &str, arch: (i32, i32)) -> Result<Vec<u8>> {
     let key = fnv128(&[src.as_bytes(), arch_s.as_bytes(), format!("{}.{}", ver.0, ver.1).as_bytes()]);
     let file = cache_dir().map(|d| d.join(format!("{key:032x}.cubin")));
     if let Some(f) = &file {
-        if let Ok(bytes) = std::fs::read(f) {
-            if !bytes.is_empty() {
-                return Ok(bytes);
-            }
+        if let Some(cubin) = std::fs::read(f).ok().and_then(cache_payload) {
+            return Ok(cubin);
         }
     }
     let cubin = compile_uncached(src, name, &arch_s)?;
+    if !is_whole_elf64(&cubin) {
+        return Err(err(format!("kernel {name}: NVRTC returned an image that is not a whole 64-bit ELF file")));
+    }
     if let Some(f) = &file {
         if let Some(dir) = f.parent() {
             let _ = std::fs::create_dir_all(dir);
             // write then rename, so a concurrent reader never sees half a file
             let tmp = f.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, &cubin).is_ok() {
+            if std::fs::write(&tmp, cache_file(&cubin)).is_ok() {
                 let _ = std::fs::rename(&tmp, f);
             }
         }
     }
     Ok(cubin)
+}
+
+/// First bytes of a cache file (the format's version is its last byte).
+const CACHE_MAGIC: &[u8; 8] = b"ctcubin1";
+/// Cache header: magic, payload length (u64, little-endian), FNV-1a-128 of the payload.
+const CACHE_HEADER: usize = 8 + 8 + 16;
+
+/// A cache file for `cubin`: header, then the image.
+fn cache_file(cubin: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(CACHE_HEADER + cubin.len());
+    f.extend_from_slice(CACHE_MAGIC);
+    f.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
+    f.extend_from_slice(&fnv128(&[cubin]).to_le_bytes());
+    f.extend_from_slice(cubin);
+    f
+}
+
+/// The image in a cache file, if the header's magic, length and hash match it and it is a
+/// whole 64-bit ELF file; `None` for anything else (the kernel is then compiled again).
+fn cache_payload(mut file: Vec<u8>) -> Option<Vec<u8>> {
+    let header = file.get(..CACHE_HEADER)?;
+    let len = u64::from_le_bytes(header[8..16].try_into().ok()?);
+    let hash = u128::from_le_bytes(header[16..32].try_into().ok()?);
+    let payload = &file[CACHE_HEADER..];
+    if &header[..8] != CACHE_MAGIC || len != payload.len() as u64 || fnv128(&[payload]) != hash {
+        return None;
+    }
+    if !is_whole_elf64(payload) {
+        return None;
+    }
+    file.drain(..CACHE_HEADER);
+    Some(file)
+}
+
+/// Whether `image` is a little-endian 64-bit ELF file that lies wholly inside the slice: its
+/// program and section header tables, every segment's file bytes and every section's bytes
+/// (the extent `cuModuleLoadData`, which takes no length, reads an image to).
+fn is_whole_elf64(image: &[u8]) -> bool {
+    const EHDR: usize = 64;
+    if image.len() < EHDR || &image[..4] != b"\x7fELF" || image[4] != 2 || image[5] != 1 {
+        return false;
+    }
+    let len = image.len() as u64;
+    let u16_at = |o: usize| u16::from_le_bytes([image[o], image[o + 1]]) as u64;
+    let u32_at = |o: usize| u32::from_le_bytes(image[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_le_bytes(image[o..o + 8].try_into().expect("8 bytes"));
+    let inside =
+        |offset: u64, bytes: Option<u64>| bytes.and_then(|b| b.checked_add(offset)).is_some_and(|end| end <= len);
+    // (table offset, entry count, entry size, the entry's offset and size fields, minimum entry)
+    let tables = [
+        (u64_at(0x20), u16_at(0x38), u16_at(0x36), 0x08, 0x20, 0x38, None),
+        (u64_at(0x28), u16_at(0x3c), u16_at(0x3a), 0x18, 0x20, 0x40, Some(8)), // skip SHT_NOBITS
+    ];
+    for (table, count, entry, off_field, size_field, min_entry, nobits) in tables {
+        if count == 0 {
+            continue;
+        }
+        if entry < min_entry || !inside(table, count.checked_mul(entry)) {
+            return false;
+        }
+        for i in 0..count {
+            let e = (table + i * entry) as usize;
+            if nobits.is_some_and(|t| u32_at(e + 4) == t) {
+                continue;
+            }
+            if !inside(u64_at(e + off_field), Some(u64_at(e + size_field))) {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Releases an NVRTC program when dropped.
@@ -127,4 +203,72 @@ pub fn available() -> bool {
 #[doc(hidden)]
 pub fn check_compiles(src: &str, name: &str, arch: (i32, i32)) -> Result<usize> {
     compile_uncached(src, name, &format!("sm_{}{}", arch.0, arch.1)).map(|c| c.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small 64-bit ELF image: header, one program header, two section headers (one NOBITS),
+    /// and `body` bytes that the first section covers.
+    fn elf(body: &[u8]) -> Vec<u8> {
+        let (ph, sh) = (64u64, 64 + 56u64);
+        let data = sh + 2 * 64;
+        let mut f = vec![0u8; data as usize];
+        f[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1]);
+        f[0x20..0x28].copy_from_slice(&ph.to_le_bytes());
+        f[0x28..0x30].copy_from_slice(&sh.to_le_bytes());
+        for (o, v) in [(0x36, 56u16), (0x38, 1), (0x3a, 64), (0x3c, 2)] {
+            f[o..o + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        let put = |f: &mut Vec<u8>, at: u64, v: u64| f[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
+        put(&mut f, ph + 0x08, data);
+        put(&mut f, ph + 0x20, body.len() as u64);
+        put(&mut f, sh + 0x18, data);
+        put(&mut f, sh + 0x20, body.len() as u64);
+        f[(sh + 64 + 4) as usize] = 8; // SHT_NOBITS: its size is not in the file
+        put(&mut f, sh + 64 + 0x18, data);
+        put(&mut f, sh + 64 + 0x20, 1 << 40);
+        f.extend_from_slice(body);
+        f
+    }
+
+    #[test]
+    fn whole_elf_images_are_recognised() {
+        let image = elf(b"kernel bytes");
+        assert!(is_whole_elf64(&image));
+        // cut short: the section's bytes run past the end
+        assert!(!is_whole_elf64(&image[..image.len() - 1]));
+        assert!(!is_whole_elf64(&image[..40]));
+        assert!(!is_whole_elf64(b""));
+        // a section header table declared past the end, or an offset that overflows
+        let mut far = image.clone();
+        far[0x28..0x30].copy_from_slice(&(image.len() as u64).to_le_bytes());
+        assert!(!is_whole_elf64(&far));
+        let mut wrap = image.clone();
+        let sh = 64 + 56;
+        wrap[sh + 0x18..sh + 0x20].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(!is_whole_elf64(&wrap));
+        let mut not_elf = image;
+        not_elf[1] = b'X';
+        assert!(!is_whole_elf64(&not_elf));
+    }
+
+    #[test]
+    fn cache_files_round_trip_and_reject_damage() {
+        let image = elf(b"kernel bytes");
+        let file = cache_file(&image);
+        assert_eq!(cache_payload(file.clone()), Some(image.clone()));
+        // every single-byte change, and every truncation, is caught
+        for i in 0..file.len() {
+            let mut bad = file.clone();
+            bad[i] ^= 0x40;
+            assert_eq!(cache_payload(bad), None, "byte {i} flipped");
+            assert_eq!(cache_payload(file[..i].to_vec()), None, "cut at {i}");
+        }
+        // a file of the old format (the bare image) is compiled again, not loaded
+        assert_eq!(cache_payload(image), None);
+        // a well-formed file around an image that is not a whole ELF file is refused too
+        assert_eq!(cache_payload(cache_file(b"not an image")), None);
+    }
 }

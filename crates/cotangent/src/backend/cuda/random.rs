@@ -5,6 +5,7 @@
 //! differ between CUDA's libdevice and the host's libm.
 use super::codegen::{self, PRELUDE};
 use super::elementwise::to_contiguous;
+use super::storage::check_views;
 use super::storage::CudaData;
 use crate::primitives::random::Dist;
 use crate::shape::numel;
@@ -79,6 +80,7 @@ __device__ double ct_erfinv(double y) {
 /// `[kb..., 2]`): the result has shape `[kb..., shape...]`, one independent sample per key, as
 /// the CPU's `RandomSample`. `Permutation` is not supported on CUDA (`Err`).
 pub fn random(dist: Dist, keys: &CudaData, keys_shape: &[usize], shape: &[usize], dtype: DType) -> Result<CudaData> {
+    check_views("random", &[(keys, keys_shape)])?;
     let dev = keys.device();
     if keys.dtype != DType::U32 || keys_shape.last() != Some(&2) {
         return Err(dev.error(format!("random: key must be u32 [..., 2], got {keys_shape:?} {}", keys.dtype)));
@@ -192,6 +194,8 @@ extern "C" __global__ void {name}({st}* __restrict__ out, const u32* __restrict_
         &mut pk as *mut u64 as *mut c_void,
         &mut pp as *mut Params as *mut c_void,
     ];
-    dev.launch(k, dev.grid_for((n * nkeys) as u64, BLOCK), BLOCK, 0, &mut params)?;
+    // SAFETY: the random kernel takes (out, keys, Params); `out` holds `n * nkeys` elements
+    // and `keys` `nkeys` keys, both live here.
+    unsafe { dev.launch(k, dev.grid_for((n * nkeys) as u64, BLOCK), BLOCK, 0, &mut params) }?;
     Ok(out)
 }

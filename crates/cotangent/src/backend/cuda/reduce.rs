@@ -27,6 +27,7 @@
 use super::codegen::{self, PRELUDE};
 use super::device::CudaDevice;
 use super::elementwise::to_contiguous;
+use super::storage::check_views;
 use super::storage::CudaData;
 use crate::primitives::reduce::{ArgReduceOp, ReduceOp, ScanOp};
 use crate::shape::{contiguous_strides, numel};
@@ -240,7 +241,19 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 }
 
 /// Launch the row kernel over `rows` dense rows of length `r` at `x` (dtype `d`), one output each.
-fn run_rows(dev: &Arc<CudaDevice>, key: &str, d: DType, f: &Fold, x: u64, rows: usize, r: usize) -> Result<CudaData> {
+///
+/// # Safety
+///
+/// `x` must be the address of a live, dense buffer of `rows × r` elements of dtype `d` on `dev`.
+unsafe fn run_rows(
+    dev: &Arc<CudaDevice>,
+    key: &str,
+    d: DType,
+    f: &Fold,
+    x: u64,
+    rows: usize,
+    r: usize,
+) -> Result<CudaData> {
     let out = CudaData::empty(dev, f.out, &[rows])?;
     if rows == 0 {
         return Ok(out);
@@ -254,7 +267,8 @@ fn run_rows(dev: &Arc<CudaDevice>, key: &str, d: DType, f: &Fold, x: u64, rows: 
     let k = dev.kernel(&name, &name, || row_source(&name, d, &first, tpr))?;
     let rows_per_block = (BLOCK / tpr) as u64;
     let grid = ((rows * chunks) as u64).div_ceil(rows_per_block).min(dev.sm_count() as u64 * 16) as u32;
-    launch_rows(dev, k, pass_out.ptr(), x, [rows as i64, chunks as i64, r as i64, chunk as i64], grid)?;
+    // SAFETY: `x` is the dense `rows × r` input (the caller's guarantee) and `pass_out` was allocated for `rows × chunks`.
+    unsafe { launch_rows(dev, k, pass_out.ptr(), x, [rows as i64, chunks as i64, r as i64, chunk as i64], grid) }?;
     if !two_pass {
         return Ok(out);
     }
@@ -264,7 +278,8 @@ fn run_rows(dev: &Arc<CudaDevice>, key: &str, d: DType, f: &Fold, x: u64, rows: 
     let name2 = format!("ct_rows2_{key}_{}_{}", codegen::tag(ad), codegen::tag(f.out));
     let k2 = dev.kernel(&name2, &name2, || row_source(&name2, ad, &second, 32))?;
     let grid2 = (rows as u64).div_ceil((BLOCK / 32) as u64) as u32;
-    launch_rows(dev, k2, out.ptr(), pass_out.ptr(), [rows as i64, 1, chunks as i64, chunks as i64], grid2)?;
+    // SAFETY: the second pass reduces the `rows × chunks` partials into `out`, allocated for `rows`.
+    unsafe { launch_rows(dev, k2, out.ptr(), pass_out.ptr(), [rows as i64, 1, chunks as i64, chunks as i64], grid2) }?;
     Ok(out)
 }
 
@@ -280,13 +295,28 @@ fn fold_clone(f: &Fold) -> Fold {
     }
 }
 
-fn launch_rows(dev: &CudaDevice, k: super::device::Kernel, out: u64, x: u64, dims: [i64; 4], grid: u32) -> Result<()> {
+/// Launch a row-reduction kernel `(out, x, rows, chunks, r, chunk)`.
+///
+/// # Safety
+///
+/// `out` and `x` must be live buffers of `k`'s dtypes on `dev`, `x` dense with `rows × r`
+/// elements (`dims[0]`, `dims[2]`) and `out` with room for `rows × chunks` results.
+unsafe fn launch_rows(
+    dev: &CudaDevice,
+    k: super::device::Kernel,
+    out: u64,
+    x: u64,
+    dims: [i64; 4],
+    grid: u32,
+) -> Result<()> {
     let (mut out, mut x, mut dims) = (out, x, dims);
     let mut params: Vec<*mut c_void> = vec![&mut out as *mut u64 as *mut c_void, &mut x as *mut u64 as *mut c_void];
     for v in dims.iter_mut() {
         params.push(v as *mut i64 as *mut c_void);
     }
-    dev.launch(k, grid, BLOCK, 0, &mut params)
+    // SAFETY: `ct_rows_*` kernels take (out, x, four i64 sizes), passed in that order; the caller
+    // guarantees the buffers (see `# Safety`).
+    unsafe { dev.launch(k, grid, BLOCK, 0, &mut params) }
 }
 
 /// The layout of a reduction: either dense `[outer, r, inner]` (reduced block in the middle) or
@@ -344,13 +374,15 @@ fn keep_shape(shape: &[usize], axes: &[usize]) -> Vec<usize> {
 /// Reduce `x` (of `shape`) over `axes` (sorted, distinct); the result keeps the reduced axes with
 /// extent 1 and has `x`'s dtype (`all`/`any` need bool inputs).
 pub fn reduce(op: ReduceOp, x: &CudaData, shape: &[usize], axes: &[usize]) -> Result<CudaData> {
+    check_views(op.name(), &[(x, shape)])?;
     let dev = x.device();
     let d = x.dtype;
     let out_shape = keep_shape(shape, axes);
     let f = fold(dev, op, d, d)?;
     let key = op.name();
     let res = match plan(x, shape, axes, true)? {
-        Plan::Rows { x, rows, r } => run_rows(dev, key, d, &f, x.ptr(), rows, r)?,
+        // SAFETY: a row plan's `x` is a live dense view of `rows × r` elements of dtype `d`.
+        Plan::Rows { x, rows, r } => unsafe { run_rows(dev, key, d, &f, x.ptr(), rows, r) }?,
         Plan::Column { x, outer, r, inner } => {
             let out = CudaData::empty(dev, d, &[outer * inner])?;
             if outer * inner > 0 {
@@ -362,7 +394,9 @@ pub fn reduce(op: ReduceOp, x: &CudaData, shape: &[usize], axes: &[usize]) -> Re
                 for v in dims.iter_mut() {
                     params.push(v as *mut i64 as *mut c_void);
                 }
-                dev.launch(k, dev.grid_for((outer * inner) as u64, BLOCK), BLOCK, 0, &mut params)?;
+                // SAFETY: the column kernel takes (out, x, outer, r, inner); `out` was just allocated with
+                // `outer * inner` elements and `x` is the plan's dense `outer × r × inner` input.
+                unsafe { dev.launch(k, dev.grid_for((outer * inner) as u64, BLOCK), BLOCK, 0, &mut params) }?;
             }
             out
         }
@@ -373,6 +407,7 @@ pub fn reduce(op: ReduceOp, x: &CudaData, shape: &[usize], axes: &[usize]) -> Re
 /// Index (u32) of the maximum or minimum along `axis` (first on ties; the first NaN wins), with
 /// the axis kept at extent 1.
 pub fn arg_reduce(op: ArgReduceOp, x: &CudaData, shape: &[usize], axis: usize) -> Result<CudaData> {
+    check_views("argmax/argmin", &[(x, shape)])?;
     let dev = x.device();
     let d = x.dtype;
     if shape[axis] == 0 && numel(shape) > 0 {
@@ -396,7 +431,8 @@ pub fn arg_reduce(op: ArgReduceOp, x: &CudaData, shape: &[usize], axis: usize) -
     let key = if op == ArgReduceOp::ArgMax { "argmax" } else { "argmin" };
     let out_shape = keep_shape(shape, &[axis]);
     let res = match plan(x, shape, &[axis], false)? {
-        Plan::Rows { x, rows, r } => run_rows(dev, key, d, &f, x.ptr(), rows, r)?,
+        // SAFETY: a row plan's `x` is a live dense view of `rows × r` elements of dtype `d`.
+        Plan::Rows { x, rows, r } => unsafe { run_rows(dev, key, d, &f, x.ptr(), rows, r) }?,
         Plan::Column { .. } => unreachable!("column plans are not offered here"),
     };
     Ok(CudaData { strides: contiguous_strides(&out_shape), ..res })
@@ -482,13 +518,16 @@ fn rows_kernel_float(x: &CudaData, shape: &[usize], axes: &[usize], softmax: boo
             &mut n_rows as *mut i64 as *mut c_void,
             &mut len as *mut i64 as *mut c_void,
         ];
-        dev.launch(k, (rows as u64).min(dev.sm_count() as u64 * 16) as u32, BLOCK, 0, &mut params)?;
+        // SAFETY: the softmax/logsumexp kernel takes (out, x, rows, len); `out` was just allocated
+        // for the results of `rows` rows of `len` and `xr` is the dense `rows × len` input.
+        unsafe { dev.launch(k, (rows as u64).min(dev.sm_count() as u64 * 16) as u32, BLOCK, 0, &mut params) }?;
     }
     Ok((out, perm))
 }
 
 /// `log(sum(exp(x)))` over `axes` (numerically stable; float inputs), axes kept at extent 1.
 pub fn logsumexp(x: &CudaData, shape: &[usize], axes: &[usize]) -> Result<CudaData> {
+    check_views("logsumexp", &[(x, shape)])?;
     let (out, _) = rows_kernel_float(x, shape, axes, false)?;
     Ok(CudaData { strides: contiguous_strides(&keep_shape(shape, axes)), ..out })
 }
@@ -496,6 +535,7 @@ pub fn logsumexp(x: &CudaData, shape: &[usize], axes: &[usize]) -> Result<CudaDa
 /// Softmax over `axes` (float inputs). The result has `x`'s shape; when the axes are not the
 /// innermost ones it is a view whose strides undo the internal axis permutation (as the CPU's).
 pub fn softmax(x: &CudaData, shape: &[usize], axes: &[usize]) -> Result<CudaData> {
+    check_views("softmax", &[(x, shape)])?;
     let (out, perm) = rows_kernel_float(x, shape, axes, true)?;
     Ok(CudaData { strides: permuted_back(shape, &perm), ..out })
 }
@@ -527,6 +567,7 @@ pub fn scan(
     reverse: bool,
     inclusive: bool,
 ) -> Result<CudaData> {
+    check_views("scan", &[(x, shape)])?;
     let dev = x.device();
     let d = x.dtype;
     if d == DType::Bool {
@@ -614,7 +655,9 @@ extern "C" __global__ void {tot}_scan({at}* __restrict__ off, i64 rows, i64 chun
             &mut ch as *mut i64 as *mut c_void,
             &mut n_ch as *mut i64 as *mut c_void,
         ];
-        dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params)?;
+        // SAFETY: the chunk-totals kernel takes (totals, x, rows, len, reverse, chunk, chunks);
+        // `off` has `rows * chunks` elements and `xr` is the dense `rows × len` input.
+        unsafe { dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params) }?;
         let scan_name = format!("{tot}_scan");
         let k2 = dev.kernel(&scan_name, &scan_name, || src)?;
         let mut params: Vec<*mut c_void> = vec![
@@ -622,7 +665,8 @@ extern "C" __global__ void {tot}_scan({at}* __restrict__ off, i64 rows, i64 chun
             &mut n_rows as *mut i64 as *mut c_void,
             &mut n_ch as *mut i64 as *mut c_void,
         ];
-        dev.launch(k2, dev.grid_for(rows as u64, 128), 128, 0, &mut params)?;
+        // SAFETY: the totals-scan kernel takes (totals, rows, chunks), over the same `off`.
+        unsafe { dev.launch(k2, dev.grid_for(rows as u64, 128), 128, 0, &mut params) }?;
     }
     let k = dev.kernel(&key, &key, || {
         format!(
@@ -671,6 +715,8 @@ extern "C" __global__ void {key}({st}* __restrict__ out, const {st}* __restrict_
         &mut ch as *mut i64 as *mut c_void,
         &mut n_ch as *mut i64 as *mut c_void,
     ];
-    dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params)?;
+    // SAFETY: the scan kernel takes (out, x, totals, rows, len, reverse, inclusive, chunk,
+    // chunks); `out` and `x` hold `rows × len` elements and `off` `rows * chunks`.
+    unsafe { dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params) }?;
     Ok(CudaData { strides: permuted_back(shape, &perm), ..out })
 }

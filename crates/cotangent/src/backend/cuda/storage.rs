@@ -11,19 +11,72 @@ use cudarc::driver::result as dr;
 use std::sync::Arc;
 
 /// The computed value of one array on a CUDA device.
+///
+/// Invariant, as for the CPU's [`Data`]: for the shape it is used with, every element the view
+/// addresses lies inside `buf`. The fields are private to the crate; from outside, views are made
+/// only by [`CudaData::checked_view`].
 #[derive(Debug, Clone)]
 pub struct CudaData {
     /// The shared device buffer.
-    pub buf: Arc<CudaBuffer>,
+    pub(crate) buf: Arc<CudaBuffer>,
     /// Element type.
-    pub dtype: DType,
+    pub(crate) dtype: DType,
     /// Strides in elements, one per axis.
-    pub strides: Strides,
+    pub(crate) strides: Strides,
     /// Offset of element `[0, 0, ..]` in elements.
-    pub offset: usize,
+    pub(crate) offset: usize,
+}
+
+/// `Err` naming `what` unless every operand view lies inside its buffer for its shape (the
+/// kernels' entry points check their operands, so that a view paired with the wrong shape is an
+/// error instead of device accesses out of bounds).
+pub(crate) fn check_views(what: &str, views: &[(&CudaData, &[usize])]) -> Result<()> {
+    match views.iter().find(|(v, shape)| !v.lies_inside(shape)) {
+        None => Ok(()),
+        Some((v, shape)) => Err(v.device().error(format!(
+            "{what}: internal error: a view of shape {shape:?}, strides {:?}, offset {} reaches outside its buffer of {} bytes",
+            v.strides, v.offset, v.buf.len()
+        ))),
+    }
 }
 
 impl CudaData {
+    /// The shared device buffer.
+    pub fn buf(&self) -> &Arc<CudaBuffer> {
+        &self.buf
+    }
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Strides in elements, one per axis.
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+    /// Offset of element `[0, 0, ..]`, in elements.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    /// The same buffer viewed with this shape, strides and offset, or `None` unless every
+    /// element the view addresses lies inside the buffer.
+    pub fn checked_view(&self, shape: &[usize], strides: &[isize], offset: usize) -> Option<CudaData> {
+        let v = self.view(strides, offset);
+        v.lies_inside(shape).then_some(v)
+    }
+    /// Whether every element this view addresses for `shape` (one stride per axis) lies inside
+    /// its buffer. An empty shape addresses nothing.
+    pub fn lies_inside(&self, shape: &[usize]) -> bool {
+        if self.strides.len() != shape.len() {
+            return false;
+        }
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        for (&n, &s) in shape.iter().zip(self.strides.iter()) {
+            let reach = (n as i128 - 1) * s as i128;
+            *(if reach < 0 { &mut lo } else { &mut hi }) += reach;
+        }
+        let len = (self.buf.len() / self.dtype.size_of()) as i128;
+        shape.contains(&0) || (lo >= 0 && hi < len)
+    }
     /// A dense row-major view of a whole buffer.
     pub fn contiguous(buf: CudaBuffer, dtype: DType, shape: &[usize]) -> CudaData {
         CudaData { buf: Arc::new(buf), dtype, strides: contiguous_strides(shape), offset: 0 }
@@ -59,8 +112,9 @@ impl CudaData {
     pub fn ptr(&self) -> u64 {
         self.buf.ptr() + (self.offset * self.dtype.size_of()) as u64
     }
-    /// The same buffer with other strides and offset (a view; no copy).
-    pub fn view(&self, strides: &[isize], offset: usize) -> CudaData {
+    /// The same buffer with other strides and offset (a view; no copy). The caller keeps the
+    /// invariant (the shape ops check views when an op is built).
+    pub(crate) fn view(&self, strides: &[isize], offset: usize) -> CudaData {
         CudaData { buf: self.buf.clone(), dtype: self.dtype, strides: strides.into(), offset }
     }
 
@@ -157,7 +211,9 @@ fn put_bytes(dev: &Arc<CudaDevice>, dst: u64, bytes: &[u8]) -> Result<()> {
         let mut ptr = dst + (j * PARAM_BYTES) as u64;
         let mut params =
             [&mut ptr as *mut u64 as *mut std::ffi::c_void, &mut block as *mut ParamBytes as *mut std::ffi::c_void];
-        dev.launch(k, 1, 256, 0, &mut params)?;
+        // SAFETY: `ct_put_bytes` takes (unsigned char*, ct_bytes), the `#[repr(C)]` `ParamBytes`;
+        // `dst` is a live buffer of at least `bytes.len()` bytes, so each piece's `n` bytes fit.
+        unsafe { dev.launch(k, 1, 256, 0, &mut params) }?;
     }
     Ok(())
 }
