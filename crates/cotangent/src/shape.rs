@@ -114,6 +114,36 @@ pub fn is_contiguous(shape: &[usize], strides: &[isize]) -> bool {
     true
 }
 
+/// Whether every element a view addresses — `offset + Σ index·stride` over `shape`, one stride
+/// per axis — lies in `0..len` (a buffer of `len` elements). An empty shape addresses nothing;
+/// a stride count that differs from the axis count never fits.
+///
+/// ```
+/// use cotangent::shape::view_lies_inside;
+/// assert!(view_lies_inside(&[3, 4], &[1, 3], 0, 12)); // a transposed 4×3 buffer
+/// assert!(view_lies_inside(&[3, 4], &[-4, -1], 11, 12)); // flipped both ways
+/// assert!(!view_lies_inside(&[3, 4], &[4, 1], 1, 12)); // one past the end
+/// assert!(view_lies_inside(&[0, 9], &[9, 1], 100, 0)); // empty
+/// ```
+pub fn view_lies_inside(shape: &[usize], strides: &[isize], offset: usize, len: usize) -> bool {
+    if strides.len() != shape.len() {
+        return false;
+    }
+    if shape.contains(&0) {
+        return true;
+    }
+    let (mut lo, mut hi) = (offset as i128, offset as i128);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = (n as i128 - 1) * s as i128;
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    lo >= 0 && hi < len as i128
+}
+
 /// The broadcast shape of two shapes, numpy rules, or `None` if they do not broadcast.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Shape> {
     let n = a.len().max(b.len());

@@ -201,22 +201,7 @@ impl Data {
     /// Whether every element this view addresses for `shape` (`offset + Σ index·stride`, with
     /// one stride per axis) lies inside its buffer. An empty shape addresses nothing.
     pub fn lies_inside(&self, shape: &[usize]) -> bool {
-        if self.strides.len() != shape.len() {
-            return false;
-        }
-        if shape.contains(&0) {
-            return true;
-        }
-        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
-        for (&n, &s) in shape.iter().zip(self.strides.iter()) {
-            let reach = (n as i128 - 1) * s as i128;
-            if reach < 0 {
-                lo += reach;
-            } else {
-                hi += reach;
-            }
-        }
-        lo >= 0 && hi < self.buf.len() as i128
+        crate::shape::view_lies_inside(shape, &self.strides, self.offset, self.buf.len())
     }
     /// A dense row-major view of a whole buffer with the given shape.
     pub fn contiguous(buf: Buffer, shape: &[usize]) -> Data {

@@ -66,16 +66,8 @@ impl CudaData {
     /// Whether every element this view addresses for `shape` (one stride per axis) lies inside
     /// its buffer. An empty shape addresses nothing.
     pub fn lies_inside(&self, shape: &[usize]) -> bool {
-        if self.strides.len() != shape.len() {
-            return false;
-        }
-        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
-        for (&n, &s) in shape.iter().zip(self.strides.iter()) {
-            let reach = (n as i128 - 1) * s as i128;
-            *(if reach < 0 { &mut lo } else { &mut hi }) += reach;
-        }
-        let len = (self.buf.len() / self.dtype.size_of()) as i128;
-        shape.contains(&0) || (lo >= 0 && hi < len)
+        let len = self.buf.len() / self.dtype.size_of();
+        crate::shape::view_lies_inside(shape, &self.strides, self.offset, len)
     }
     /// A dense row-major view of a whole buffer.
     pub fn contiguous(buf: CudaBuffer, dtype: DType, shape: &[usize]) -> CudaData {
