@@ -60,3 +60,32 @@ fn random_graphs_agree_with_the_reference_under_every_transform() {
         assert!(stats.ran.get(check).copied().unwrap_or(0) > 0, "check {check} never ran: {}", stats.summary());
     }
 }
+
+/// Runs the case the fuzzer generated from `seed` (with the default limits) and fails with its
+/// minimised description if any check fails.
+fn pinned(seed: u64) {
+    let case = gen_case(seed, GenLimits::default());
+    let mut stats = Stats::default();
+    if let Err(f) = run_case(&case, &mut stats) {
+        let (case, f) = minimise(&case, &f);
+        panic!("{}", describe(&case, &f));
+    }
+    assert!(stats.ran.get("values_f64").copied().unwrap_or(0) > 0, "{}", stats.summary());
+}
+
+/// `v1 = x.softmax(&[-2, 2]); v1 + x` in f64: the sum cancels (0.0564 - 0.0557), so one rounding
+/// of the softmax is 64 ulps of the result. cotangent was 0.2 ulp of the softmax from the exact
+/// value, the f64 reference 0.8 ulp, and the tolerance, from noisy reference runs whose f64
+/// pushes were lost to rounding, allowed less than one. Fixed in the checker (`PROBE_MIN`).
+#[test]
+fn pinned_softmax_plus_input_in_f64() {
+    pinned(0xb498_b9e1_a25d_1fd1);
+}
+
+/// `exp(sum(softmax(logsumexp(x, keepdims), -1)))`: an output of e^16 whose derivative is 0 up
+/// to rounding; `<vjp(w), t>` was 1.8e-9 (2e-16 of the output) against a floor that ignored the
+/// output's size. Fixed in the checker (the floor scales with the output).
+#[test]
+fn pinned_zero_derivative_of_a_large_output() {
+    pinned(0x3d1e_bb6a_f8a5_09e1);
+}

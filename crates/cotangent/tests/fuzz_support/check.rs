@@ -218,6 +218,10 @@ fn quantize(v: f64, dtype: DType) -> f64 {
 }
 
 /// Unit roundoff of a float dtype.
+/// The smallest relative push of the noisy reference runs (see `Checker::values`): large enough
+/// that f64 keeps it (`1 + PROBE_MIN != 1`, whatever the sign), small enough to stay linear.
+pub const PROBE_MIN: f64 = 1.0 / (1u64 << 30) as f64;
+
 fn roundoff(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => f64::EPSILON / 2.0,
@@ -406,12 +410,20 @@ impl<'a> Checker<'a> {
             return Ok(());
         }
         let inputs = self.ref_inputs(dtype);
+        // How far the noisy runs push every node, relative. The reference computes in f64, where
+        // a push by f64's own unit roundoff is mostly lost to rounding (`1 ± r·2^-53` rounds to 1
+        // for every `r` of one sign), so f64 outputs came out of those runs almost unmoved and the
+        // tolerance fell below one rounding of an intermediate (fuzzer finding: `x.softmax() + x`
+        // with cancellation, where cotangent was 0.2 ulp of the softmax from the exact value and
+        // the f64 reference 0.8). f64 is probed with 2^-30 instead and the deviation scaled back:
+        // at that size an output's response to its nodes' perturbations is linear.
+        let probe = u.max(PROBE_MIN);
         let mut dev = vec![0.0f64; want.len()];
         for _ in 0..4 {
-            let noisy = reference(self.prog, &inputs, Some((&mut self.rng, u)));
+            let noisy = reference(self.prog, &inputs, Some((&mut self.rng, probe)));
             for (d, (a, b)) in dev.iter_mut().zip(noisy.output().data.iter().zip(want)) {
                 if a.is_finite() && b.is_finite() {
-                    *d = d.max((a - b).abs());
+                    *d = d.max((a - b).abs() * (u / probe));
                 }
             }
         }
@@ -527,8 +539,11 @@ impl<'a> Checker<'a> {
         let rhs = dot(&w.data, &jvv);
         scale += dot_abs(&w.data, &jvv);
         self.ran("vjp_jvp");
-        // a floor for derivatives that are zero up to rounding (say, of a sum of a softmax)
-        let floor = 1e-12 * (1.0 + w.data.iter().map(|v| v.abs()).sum::<f64>());
+        // a floor for derivatives that are zero up to rounding (say, of a sum of a softmax): the
+        // rounding noise of such a derivative grows with the output it is the derivative of
+        // (fuzzer finding: `exp(sum(softmax(logsumexp(x))))`, an output of e^16 whose derivative
+        // is 0, gave 1.8e-9 = 2e-16 of it)
+        let floor = 1e-12 * (1.0 + w.data.iter().zip(&plain).map(|(w, y)| w.abs() * (1.0 + y.abs())).sum::<f64>());
         if !within((lhs - rhs).abs(), 1e-10 * scale + floor) {
             return Err(fail(format!("<vjp(w), t> = {lhs:e}, <w, jvp(t)> = {rhs:e}")));
         }
@@ -631,7 +646,10 @@ impl<'a> Checker<'a> {
         let scale: f64 = gg.iter().zip(&s).map(|(g, s)| dot_abs(&vals(g), &s.data)).sum::<f64>()
             + jg.iter().zip(&t).map(|(g, t)| dot_abs(&vals(g), &t.data)).sum::<f64>();
         self.ran("second_order");
-        let floor = 1e-11 * (1.0 + w.data.iter().map(|v| v.abs()).sum::<f64>());
+        // second derivatives that are zero up to rounding: a floor that grows with the output,
+        // as in `vjp_jvp`
+        let out = vals(&build(self.prog, &xs, &[]).map_err(|e| fail(format!("build: {e}")))?);
+        let floor = 1e-11 * (1.0 + w.data.iter().zip(&out).map(|(w, y)| w.abs() * (1.0 + y.abs())).sum::<f64>());
         if !within((a - b).abs(), 1e-9 * scale + floor) {
             return Err(fail(format!("grad∘grad gives {a:e}, jvp∘grad {b:e}")));
         }
