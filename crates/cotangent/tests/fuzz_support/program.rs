@@ -426,6 +426,9 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
     let mut nodes: Vec<Tensor> = Vec::with_capacity(prog.nodes.len());
     let mut min_margin = f64::INFINITY;
     let mut min_kink = f64::INFINITY;
+    // `x² + ½` inside `log_pos` and `div_pos` is a value of its own in cotangent (square, add),
+    // which can overflow a narrow dtype though no node here does: it counts for `max_abs`
+    let mut hidden_max = 0.0f64;
     let mut kink = |d: f64| {
         if d.is_finite() {
             min_kink = min_kink.min(d.abs());
@@ -439,6 +442,9 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
                 let mut t = a(*x).clone();
                 if *u == Un::Abs {
                     t.data.iter().for_each(|&v| kink(v));
+                }
+                if *u == Un::LogPos {
+                    hidden_max = t.data.iter().filter(|v| v.is_finite()).fold(hidden_max, |m, &v| m.max(v * v + 0.5));
                 }
                 for v in &mut t.data {
                     *v = unary_ref(*u, *v, wobble(&mut noise));
@@ -455,6 +461,7 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
                     for v in &mut q.data {
                         *v = (*v * *v + 0.5) * wobble(&mut noise);
                     }
+                    hidden_max = q.data.iter().filter(|v| v.is_finite()).fold(hidden_max, |m, &v| m.max(v));
                 }
                 a(*x).zip(
                     &q,
@@ -567,7 +574,7 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
         nodes.push(t);
     }
     let max_abs =
-        nodes.iter().flat_map(|t| t.data.iter()).filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max(v.abs()));
+        nodes.iter().flat_map(|t| t.data.iter()).filter(|v| v.is_finite()).fold(hidden_max, |m, v| m.max(v.abs()));
     RefRun { nodes, max_abs, min_margin, min_kink }
 }
 
