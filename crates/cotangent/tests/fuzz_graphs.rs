@@ -97,3 +97,13 @@ fn pinned_zero_derivative_of_a_large_output() {
 fn pinned_hidden_square_overflows_float16() {
     pinned(0x4a53_43a6_e28e_0092);
 }
+
+/// `exp(sum(x.softmax(&[1]), &[-2])²) - y` with the softmax over an axis of extent 1: an output of
+/// e^121 ≈ 3.5e52. cotangent's `<grad, t>` was 0.45 — right: `-w·t` through `y` — but finite
+/// differences of the reference cannot see a change of 0.45 in 3.5e52 (it is below one ulp) and
+/// gave exactly 0, against a tolerance blind to the output's size. Fixed in the checker
+/// (`grad_fd`'s floor scales with the output: what finite differences can resolve).
+#[test]
+fn pinned_zero_gradient_of_a_huge_output() {
+    pinned(0xfe00_5f84_891d_a4ff);
+}
