@@ -115,3 +115,12 @@ fn pinned_zero_gradient_of_a_huge_output() {
 fn pinned_float16_subnormal_results() {
     pinned(0x0ba2_0bab_ebc0_96b7);
 }
+
+/// `sin(y + exp(66·x))` under vmap: one batch element has `x` near 1, so the argument is about
+/// e^66, whose ulp is about 1e13: `sin` and `cos` there are chaotic, and grad of vmap against vmap
+/// of grad (the 66-term sum in another order) differed by 20 %. Fixed in the checker: transform
+/// comparisons are skipped when the case or a batch element passes `CHAOTIC_SIN`.
+#[test]
+fn pinned_sin_of_a_huge_argument() {
+    pinned(0x6f9d_4c85_ba04_a661);
+}

@@ -366,9 +366,22 @@ pub struct RefRun {
     /// top two of a `max` group, a `select` threshold): finite differences with a larger step
     /// may straddle it.
     pub min_kink: f64,
+    /// The largest argument of `sin`: past [`CHAOTIC_SIN`] an argument's own rounding moves the
+    /// result by more than the transforms' comparisons allow (see `chaotic`).
+    pub max_sin_arg: f64,
 }
 
+/// `|x|` from which `sin(x)` counts as chaotic: the rounding of `x` alone (`|x|·2^-53`) then moves
+/// `sin` and `cos` by more than 1e-12, so two correct evaluations that round `x` differently (a
+/// sum in another order under vmap) disagree beyond the 1e-11 relative tolerance of the
+/// transform checks.
+pub const CHAOTIC_SIN: f64 = 1e4;
+
 impl RefRun {
+    /// Whether some `sin` argument is past [`CHAOTIC_SIN`].
+    pub fn chaotic(&self) -> bool {
+        self.max_sin_arg > CHAOTIC_SIN
+    }
     pub fn output(&self) -> &Tensor {
         self.nodes.last().unwrap()
     }
@@ -429,6 +442,7 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
     // `x² + ½` inside `log_pos` and `div_pos` is a value of its own in cotangent (square, add),
     // which can overflow a narrow dtype though no node here does: it counts for `max_abs`
     let mut hidden_max = 0.0f64;
+    let mut max_sin_arg = 0.0f64;
     let mut kink = |d: f64| {
         if d.is_finite() {
             min_kink = min_kink.min(d.abs());
@@ -442,6 +456,9 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
                 let mut t = a(*x).clone();
                 if *u == Un::Abs {
                     t.data.iter().for_each(|&v| kink(v));
+                }
+                if *u == Un::Sin {
+                    max_sin_arg = t.data.iter().filter(|v| v.is_finite()).fold(max_sin_arg, |m, v| m.max(v.abs()));
                 }
                 if *u == Un::LogPos {
                     hidden_max = t.data.iter().filter(|v| v.is_finite()).fold(hidden_max, |m, &v| m.max(v * v + 0.5));
@@ -575,7 +592,7 @@ pub fn reference(prog: &Prog, inputs: &[Tensor], mut noise: Option<(&mut Rng, f6
     }
     let max_abs =
         nodes.iter().flat_map(|t| t.data.iter()).filter(|v| v.is_finite()).fold(hidden_max, |m, v| m.max(v.abs()));
-    RefRun { nodes, max_abs, min_margin, min_kink }
+    RefRun { nodes, max_abs, min_margin, min_kink, max_sin_arg }
 }
 
 // ----- printing --------------------------------------------------------------------------
