@@ -217,11 +217,11 @@ fn quantize(v: f64, dtype: DType) -> f64 {
     }
 }
 
-/// Unit roundoff of a float dtype.
 /// The smallest relative push of the noisy reference runs (see `Checker::values`): large enough
 /// that f64 keeps it (`1 + PROBE_MIN != 1`, whatever the sign), small enough to stay linear.
 pub const PROBE_MIN: f64 = 1.0 / (1u64 << 30) as f64;
 
+/// Unit roundoff of a float dtype.
 fn roundoff(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => f64::EPSILON / 2.0,
@@ -856,9 +856,7 @@ impl<'a> Checker<'a> {
         }
         Ok(())
     }
-}
 
-impl Checker<'_> {
     /// Whether some batch element makes the program chaotic (`RefRun::chaotic`): the batch's
     /// inputs are other values than the case's, and may reach arguments of `sin` whose rounding
     /// alone changes the result (fuzzer finding: a batch element with `sin(y + e^66)`).
