@@ -134,3 +134,22 @@ fn pinned_sin_of_a_huge_argument() {
 fn pinned_noise_on_infinite_values() {
     pinned(0x64c5_a6e8_05cc_3591);
 }
+
+/// `x.softmax(&[0, -1])` over 135 × 123 = 16,605 elements in f64 (the fuzzer's large limits):
+/// cotangent's pairwise-summed normaliser gave the correctly rounded value (0.56 ulp from exact),
+/// the reference's sequential sum was 28 ulps off, and the tolerance assumed the reference was the
+/// accurate side. Fixed in the checker (the reference sums softmax normalisers with compensation).
+/// The same run found a second case failing the same way and passing with the same fix (seed
+/// `0x8501af555f4e53c0`, softmaxes of a broadcast of 58,464 elements).
+#[test]
+fn pinned_large_softmax_in_f64() {
+    let lim = GenLimits { max_size: 100_000, max_dim: 300, ..GenLimits::default() };
+    for seed in [0x7278_9d4e_1e78_d6e4, 0x8501_af55_5f4e_53c0] {
+        let case = gen_case(seed, lim);
+        let mut stats = Stats::default();
+        if let Err(f) = run_case(&case, &mut stats) {
+            panic!("{}", describe(&case, &f));
+        }
+        assert!(stats.ran.get("values_f64").copied().unwrap_or(0) > 0, "{}", stats.summary());
+    }
+}
