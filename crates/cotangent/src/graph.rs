@@ -100,13 +100,14 @@ pub(crate) fn topo_order(outputs: &[Array], mut stop: impl FnMut(&Node) -> bool)
 /// Compute `outputs` and every uncomputed node they depend on.
 ///
 /// Where the work runs (see `backend::cpu::pool` for why): an evaluation that starts on a thread
-/// of no rayon pool while no other thread is evaluating, and has a node large enough that its
-/// kernel may split, walks its nodes on the kernel pool's first worker. That walk never waits
+/// of no rayon pool while no other thread is evaluating, and has a node whose kernel may split,
+/// walks its nodes on the kernel pool's first worker. That walk never waits
 /// for a node another thread is computing and never runs user code: it stops before such a node
 /// and before a lazily applied function (`Call`), and hands the rest back to the calling thread,
 /// which waits for (or computes) that node itself and then starts a new walk. Every other
 /// evaluation computes its nodes on the calling thread: small kernels right there, large ones on
-/// the kernel pool while the calling thread blocks without running anything else.
+/// the kernel pool while the calling thread blocks without running anything else. (Whether a
+/// kernel may split: `kernel_may_split`.)
 pub(crate) fn eval(outputs: &[Array]) -> Result<()> {
     if outputs.iter().all(|a| a.node.is_computed()) {
         return outputs.iter().try_for_each(|a| a.computed_storage().map(|_| ()));
@@ -238,10 +239,7 @@ fn compute_claimed(node: &Arc<Node>, place: Place, keeps_inputs: bool) -> Result
                 .map_err(|e| e.in_node(node))?]
         }
         _ => {
-            let may_split = place != Place::Pool
-                && node.device == crate::Device::Cpu
-                && (node.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS)
-                    || inputs.iter().any(|x| x.size() >= SPLIT_MIN_ELEMENTS));
+            let may_split = place != Place::Pool && kernel_may_split(node, op, &inputs);
             // The node lets go of its inputs now rather than after the kernel when it need not
             // keep them, and hands them over, so an input referenced by nothing else can donate
             // its buffer to the output (and is freed as soon as the kernel is done with it).
@@ -323,13 +321,45 @@ fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &
     outs.iter().map(|o| o.computed_storage().cloned()).collect()
 }
 
-/// Whether to walk on the kernel pool's first worker: some node is large enough that a kernel
-/// may split its work. Small graphs stay on the calling thread (handing them over costs more
-/// than they take). Also with a pool of one thread: a graph of large nodes then costs one
-/// hand-over per walk instead of one per large node, each of which would run on the pool
-/// anyway (the chunked gated-delta gradient took 1.05 s instead of 0.16 s that way).
+/// Whether to walk on the kernel pool's first worker: some node's kernel may split its work,
+/// so it must run on the pool anyway, and one hand-over per walk beats one per node (also with a
+/// pool of one thread). Graphs whose kernels all run on one thread stay on the calling thread:
+/// handing them over costs more than it saves, and every lazily applied function (`Call`) would
+/// end a walk and cost two hand-overs (a 64-step chunked gated delta spent 15 % of its time so).
+/// Where their buffers come from no longer depends on the thread: the host buffer cache
+/// (`backend::cpu::host_cache`) serves every thread alike.
 fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
-    tape.iter().any(|n| n.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS))
+    tape.iter().any(|n| match &n.kind {
+        NodeKind::Op(prim) => {
+            let op = prim.op();
+            if matches!(op, Op::Matmul) {
+                kernel_may_split(n, op, &n.inputs.lock().unwrap_or_else(|e| e.into_inner()))
+            } else {
+                kernel_may_split(n, op, &[])
+            }
+        }
+        _ => false,
+    })
+}
+
+/// Whether the CPU kernel of `node` (op `op`, over `inputs`) may split its work over the kernel
+/// pool, so that it must run there: a node with an input or output of at least
+/// [`SPLIT_MIN_ELEMENTS`] elements (every kernel's parallel threshold is at least that, checked
+/// in `backend::cpu::pool`), or a product that `backend::cpu::matmul` parallelises by its
+/// multiply-adds ([`matmul::may_split`](crate::backend::cpu::matmul::may_split)). Inputs may be
+/// left out (`&[]`) where they are not at hand (deciding whether a graph is worth a walk).
+fn kernel_may_split(node: &Node, op: Op<'_>, inputs: &[Array]) -> bool {
+    if node.device != crate::Device::Cpu {
+        return false;
+    }
+    let large = |n: usize| n >= SPLIT_MIN_ELEMENTS;
+    if node.specs.iter().any(|s| large(crate::shape::numel(&s.shape))) || inputs.iter().any(|x| large(x.size())) {
+        return true;
+    }
+    match (op, inputs) {
+        (Op::Matmul, [a, b]) => crate::backend::cpu::matmul::may_split(a.shape(), b.shape(), &node.specs[0].shape),
+        _ => false,
+    }
 }
 
 /// Evaluations in progress, on all threads.

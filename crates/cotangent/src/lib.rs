@@ -78,7 +78,7 @@ mod readme {}
 #[cfg(feature = "test-hooks")]
 pub use array::__buffer_donations;
 pub use array::{eval, Array};
-pub use backend::{default_device, set_default_device, Device, MemoryStats};
+pub use backend::{default_device, set_default_device, set_host_cache_limit, Device, MemoryStats};
 pub use dtype::{BufferElement, DType, Element};
 pub use error::{Error, Result};
 /// Ops as free functions (most are also methods on [`Array`]), listed explicitly so that only

@@ -98,6 +98,51 @@ impl Device {
         }
     }
 
+    /// Bytes of freed buffers that cotangent keeps on this device for reuse: the host buffer
+    /// cache on the CPU (buffers of 4 KiB and more, reused by the next buffer of the same size;
+    /// at most [`set_host_cache_limit`]'s limit), the caching allocator's free blocks on a GPU
+    /// (0 for a GPU that cannot be used).
+    ///
+    /// ```
+    /// use cotangent::{DType, Device};
+    /// Device::Cpu.clear_cache().unwrap();
+    /// let x = cotangent::zeros(&[4096], DType::F32) + 1.0;
+    /// x.eval().unwrap();
+    /// drop(x); // its 16 KiB buffer goes to the cache
+    /// assert_eq!(Device::Cpu.cached_bytes(), 16384);
+    /// ```
+    pub fn cached_bytes(self) -> usize {
+        match self {
+            Device::Cpu => cpu::host_cache::cached_bytes(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => cuda::device(n).map_or(0, |d| d.cached_bytes()),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => 0,
+        }
+    }
+
+    /// Frees the memory of freed buffers that cotangent keeps on this device for reuse (see
+    /// [`Device::cached_bytes`]); live arrays are untouched. Cotangent also does this by itself
+    /// before retrying an allocation that failed.
+    ///
+    /// ```
+    /// use cotangent::Device;
+    /// Device::Cpu.clear_cache().unwrap();
+    /// assert_eq!(Device::Cpu.cached_bytes(), 0);
+    /// ```
+    pub fn clear_cache(self) -> Result<()> {
+        match self {
+            Device::Cpu => {
+                cpu::host_cache::clear();
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => cuda::device(n)?.trim_cache(),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(n) => Err(no_cuda(n)),
+        }
+    }
+
     /// Start measuring [`MemoryStats::peak`] again from the bytes in use now (no-op on the CPU).
     pub fn reset_peak_memory(self) {
         #[cfg(feature = "cuda")]
@@ -197,6 +242,20 @@ pub fn default_device() -> Device {
 /// ```
 pub fn set_default_device(device: Device) {
     DEFAULT_DEVICE.store(device.encode(), Ordering::Relaxed);
+}
+
+/// Sets the most bytes the CPU's host buffer cache keeps (see [`Device::cached_bytes`]) and
+/// returns the previous limit; cached buffers beyond the new limit are freed now, and 0 turns the
+/// cache off. The default is an eighth of the machine's memory, at most 1 GiB. A freed buffer
+/// that does not fit frees the least recently used sizes first.
+///
+/// ```
+/// let previous = cotangent::set_host_cache_limit(64 << 20);
+/// assert!(cotangent::Device::Cpu.cached_bytes() <= 64 << 20);
+/// cotangent::set_host_cache_limit(previous);
+/// ```
+pub fn set_host_cache_limit(bytes: usize) -> usize {
+    cpu::host_cache::set_cache_limit(bytes)
 }
 
 /// The data of one computed array, on its device.

@@ -1,4 +1,5 @@
 //! Typed host buffers and the strided view of one array over a buffer.
+use super::host_cache;
 use crate::dtype::{DType, Element};
 use crate::shape::{contiguous_strides, Strides};
 use crate::Result;
@@ -46,7 +47,21 @@ pub fn try_with_capacity<T: BufferElement>(len: usize) -> Result<Vec<T>> {
     if bytes >= LIMIT_CHECK_BYTES && bytes > memory_limit() {
         return Err(crate::Error::alloc_failed(bytes, T::DTYPE));
     }
-    v.try_reserve_exact(len).map_err(|_| crate::Error::alloc_failed(bytes, T::DTYPE))?;
+    // Cached sizes are allocated whole (see `host_cache`), so the buffer can be cached when it
+    // drops; a refused allocation is retried once after the cache is freed.
+    let cap = match host_cache::bucket(bytes) {
+        Some(b) if std::mem::size_of::<T>() > 0 => {
+            if let Some(v) = host_cache::take::<T>(b) {
+                return Ok(v);
+            }
+            b / std::mem::size_of::<T>()
+        }
+        _ => len,
+    };
+    if v.try_reserve_exact(cap).is_err() {
+        host_cache::clear();
+        v.try_reserve_exact(cap).map_err(|_| crate::Error::alloc_failed(bytes, T::DTYPE))?;
+    }
     Ok(v)
 }
 
@@ -99,6 +114,8 @@ pub trait BufferElement: Element {
     fn take(b: Buffer) -> Option<Vec<Self>>;
     /// Borrow the elements mutably if the buffer holds this type.
     fn slice_mut(b: &mut Buffer) -> Option<&mut [Self]>;
+    /// Borrow the vector itself if the buffer holds this type.
+    fn vec_mut(b: &mut Buffer) -> Option<&mut Vec<Self>>;
 }
 
 macro_rules! impl_buffer_element {
@@ -108,10 +125,13 @@ macro_rules! impl_buffer_element {
             #[inline] fn slice(b: &Buffer) -> Option<&[Self]> {
                 if let Buffer::$v(v) = b { Some(v) } else { None }
             }
-            #[inline] fn take(b: Buffer) -> Option<Vec<Self>> {
-                if let Buffer::$v(v) = b { Some(v) } else { None }
+            #[inline] fn take(mut b: Buffer) -> Option<Vec<Self>> {
+                if let Buffer::$v(v) = &mut b { Some(std::mem::take(v)) } else { None }
             }
             #[inline] fn slice_mut(b: &mut Buffer) -> Option<&mut [Self]> {
+                if let Buffer::$v(v) = b { Some(v) } else { None }
+            }
+            #[inline] fn vec_mut(b: &mut Buffer) -> Option<&mut Vec<Self>> {
                 if let Buffer::$v(v) = b { Some(v) } else { None }
             }
         }
@@ -119,6 +139,18 @@ macro_rules! impl_buffer_element {
 }
 impl_buffer_element!(bool => Bool, u8 => U8, u32 => U32, i32 => I32, i64 => I64,
     f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+
+/// A dropped buffer's memory goes to the host buffer cache (`host_cache`) when it has a cached
+/// size, for the next buffer of that size.
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        crate::dispatch_dtype!(self.dtype(), T => {
+            if let Some(v) = T::vec_mut(self) {
+                host_cache::give(std::mem::take(v));
+            }
+        })
+    }
+}
 
 impl Buffer {
     /// The dtype of the elements.

@@ -32,6 +32,11 @@ use rayon::prelude::*;
 /// `m * n * k` at or above which one product uses all of rayon's threads inside `gemm`.
 /// Chosen on 2 cores (64³ single-threaded already reaches ~170 GFLOP/s f32); not tuned finely.
 pub const GEMM_PARALLEL_FLOPS: usize = 96 * 96 * 96;
+/// Total `m * n * k` of a batch of products each below [`GEMM_PARALLEL_FLOPS`] at or above which
+/// the batch is split over rayon's threads (one product per task). Below it the batch runs on
+/// one thread: the 4-product 64×64×64 batches of a chunked gated delta (1 M multiply-adds, some
+/// 6–12 µs) gained less from two threads than the hand-over to the kernel pool cost.
+pub const BATCH_PARALLEL_FLOPS: usize = 4 * GEMM_PARALLEL_FLOPS;
 /// `m * n * k` below which a plain loop is used instead of `gemm` (avoids its dispatch and
 /// packing for tiny matrices; the threshold is a conservative guess, not finely measured).
 pub const SMALL_FLOPS: usize = 16 * 16 * 16;
@@ -239,6 +244,42 @@ fn matmul_typed<T: GemmFloat>(
     Ok(out)
 }
 
+/// How a batch of products splits its work over rayon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Split {
+    /// One thread for the whole batch.
+    None,
+    /// Each product uses all of rayon's threads inside `gemm`, one after the other.
+    InsideGemm,
+    /// One product per rayon task.
+    OverBatch,
+}
+
+/// The [`Split`] of `nbatch` products of `flops` multiply-adds each: inside `gemm` from
+/// [`GEMM_PARALLEL_FLOPS`] a product, over the batch from [`BATCH_PARALLEL_FLOPS`] in all.
+fn split_of(flops: usize, nbatch: usize) -> Split {
+    if flops >= GEMM_PARALLEL_FLOPS {
+        Split::InsideGemm
+    } else if nbatch > 1 && flops.saturating_mul(nbatch) >= BATCH_PARALLEL_FLOPS {
+        Split::OverBatch
+    } else {
+        Split::None
+    }
+}
+
+/// Whether a product of operands shaped `a_shape` (`[.., m, k]`) and `b_shape` (`[.., k, n]`)
+/// into `out_shape` may split its work over rayon: the rule [`products_into`] follows
+/// ([`split_of`]). The evaluator asks it to decide where the product's kernel runs.
+pub(crate) fn may_split(a_shape: &[usize], b_shape: &[usize], out_shape: &[usize]) -> bool {
+    let (na, nb, no) = (a_shape.len(), b_shape.len(), out_shape.len());
+    if na < 2 || nb < 2 || no < 2 {
+        return false;
+    }
+    let (m, k, n) = (a_shape[na - 2], a_shape[na - 1], b_shape[nb - 1]);
+    let flops = m.saturating_mul(n).saturating_mul(k);
+    split_of(flops, out_shape[..no - 2].iter().product()) != Split::None
+}
+
 /// Every batch element's product written into `out` (`batch * m * n` elements, each written).
 fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b: &Data, g: &Geometry) {
     let (sa, sb) = (a.buf.as_slice::<T>(), b.buf.as_slice::<T>());
@@ -261,9 +302,11 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
             unsafe { gemm_into(g, ops, dst.as_mut_ptr() as *mut T, (g.n as isize, 1), par) }
         }
     };
-    let nbatch = offs.len();
-    if flops >= GEMM_PARALLEL_FLOPS || nbatch == 1 || flops * nbatch < GEMM_PARALLEL_FLOPS {
-        let par = if flops >= GEMM_PARALLEL_FLOPS && rayon::current_num_threads() > 1 {
+    let split = split_of(flops, offs.len());
+    if split == Split::OverBatch {
+        out.par_chunks_mut(mn).zip(offs.par_iter()).for_each(|(dst, &o)| one(dst, o, gemm::Parallelism::None));
+    } else {
+        let par = if split == Split::InsideGemm && rayon::current_num_threads() > 1 {
             gemm::Parallelism::Rayon(0)
         } else {
             gemm::Parallelism::None
@@ -271,8 +314,6 @@ fn products_into<T: GemmFloat>(out: &mut [std::mem::MaybeUninit<T>], a: &Data, b
         for (dst, &o) in out.chunks_mut(mn).zip(&offs) {
             one(dst, o, par);
         }
-    } else {
-        out.par_chunks_mut(mn).zip(offs.par_iter()).for_each(|(dst, &o)| one(dst, o, gemm::Parallelism::None));
     }
 }
 
@@ -530,4 +571,27 @@ fn matmul_bool(a: &Data, a_shape: &[usize], b: &Data, b_shape: &[usize], out_sha
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+
+    #[test]
+    fn products_split_by_their_multiply_adds() {
+        // a 64-step chunk's 4 heads of 64×64×64: one thread (no hand-over to the pool)
+        assert!(!may_split(&[1, 4, 64, 64], &[1, 4, 64, 64], &[1, 4, 64, 64]));
+        assert_eq!(split_of(64 * 64 * 64, 4), Split::None);
+        // one 96³ product splits inside gemm; 16 heads of 64³ split over the batch
+        assert!(may_split(&[96, 96], &[96, 96], &[96, 96]));
+        assert_eq!(split_of(96 * 96 * 96, 1), Split::InsideGemm);
+        assert!(may_split(&[16, 64, 64], &[64, 64], &[16, 64, 64]));
+        assert_eq!(split_of(64 * 64 * 64, 16), Split::OverBatch);
+        // tiny products never split, however many; vectors are no products here
+        assert!(!may_split(&[8, 8], &[8, 8], &[8, 8]));
+        assert!(!may_split(&[64], &[64, 64], &[64]));
+        // sizes whose product overflows still split, not wrap around
+        assert_eq!(split_of(usize::MAX, 2), Split::InsideGemm);
+        assert_eq!(split_of(GEMM_PARALLEL_FLOPS - 1, usize::MAX), Split::OverBatch);
+    }
 }

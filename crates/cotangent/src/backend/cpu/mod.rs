@@ -3,6 +3,7 @@ pub mod buffer;
 pub mod copy;
 pub mod elementwise;
 pub mod gather;
+pub(crate) mod host_cache;
 pub(crate) mod kernels;
 pub mod math;
 pub mod matmul;

@@ -32,15 +32,17 @@
 //! # Where a kernel runs ([`run_kernel`])
 //!
 //! - On a pool thread (the walk): right there (its parallel pieces go to the pool).
-//! - On any other thread, a node with an input or output of at least [`SPLIT_MIN_ELEMENTS`]
-//!   elements (whose kernel may split) is sent to the pool and the thread *blocks natively* until
+//! - On any other thread, a node whose kernel may split — an input or output of at least
+//!   [`SPLIT_MIN_ELEMENTS`] elements, or a product that `matmul::may_split` splits by its
+//!   multiply-adds — is sent to the pool and the thread *blocks natively* until
 //!   it is done: `ThreadPool::install` from a thread that is not a rayon worker (rayon then waits
 //!   on a mutex and condition variable), or, from a worker of another pool (the user's), a job
 //!   spawned into this pool and a channel ([`run_from_foreign_worker`]), because `install` from
 //!   there would steal the other pool's jobs while it waits.
 //! - Smaller nodes run on the calling thread: handing a small op to another thread costs far
-//!   more than the op (per-op overhead is about half a microsecond). No kernel calls into rayon
-//!   below [`SPLIT_MIN_ELEMENTS`] (the assertions below tie every kernel's threshold to it), so
+//!   more than the op (per-op overhead is about half a microsecond). No kernel but the products
+//!   calls into rayon below [`SPLIT_MIN_ELEMENTS`] (the assertions below tie every kernel's
+//!   threshold to it), and products ask `matmul::may_split`, which mirrors their own rule, so
 //!   such a kernel cannot steal anything on any thread.
 //!
 //! # Why waiting for a node is then deadlock-free
@@ -58,9 +60,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Nodes with an input or an output of at least this many elements are computed on the pool
-/// (their kernels may split); smaller ones on the calling thread. Also the size from which a
-/// graph is worth handing to the pool's first worker (`graph::eval`).
-pub(crate) const SPLIT_MIN_ELEMENTS: usize = 4096;
+/// (their kernels may split); smaller ones on the calling thread, products by their own rule
+/// (`matmul::may_split`). Also the size from which a graph is worth handing to the pool's first
+/// worker (`graph::eval`). 2^15: the smallest parallel threshold of the element-count kernels,
+/// so that mid-sized nodes (a 64-step chunk's `4 × 64 × 64` arrays) that never split are not
+/// handed to another thread (4096 before: a chunked gated-delta gradient walked the pool ~130
+/// times for nodes none of which split but its small batched products).
+pub(crate) const SPLIT_MIN_ELEMENTS: usize = 1 << 15;
 
 // No kernel may call into rayon for a node below SPLIT_MIN_ELEMENTS: a small node runs on the
 // calling thread, which may be a worker of the user's pool, and must not steal its jobs.
@@ -68,9 +74,9 @@ const _: () = assert!(super::elementwise::PARALLEL_THRESHOLD >= SPLIT_MIN_ELEMEN
 const _: () = assert!(super::random::PARALLEL >= SPLIT_MIN_ELEMENTS);
 const _: () = assert!(super::reduce::ROW_PARALLEL_THRESHOLD >= SPLIT_MIN_ELEMENTS);
 const _: () = assert!(super::sum::PARALLEL_MIN >= SPLIT_MIN_ELEMENTS && super::sum::JOIN_MIN >= SPLIT_MIN_ELEMENTS);
-// A (batched) product whose operands and output all have fewer than SPLIT_MIN_ELEMENTS elements
-// does fewer than SPLIT_MIN_ELEMENTS^1.5 multiply-adds, in total and per batch element.
-const _: () = assert!(super::matmul::GEMM_PARALLEL_FLOPS >= 64 * 64 * 64 && SPLIT_MIN_ELEMENTS <= 64 * 64);
+// Products split by their multiply-adds, not by element counts: `graph` asks
+// `matmul::may_split` for them. The copies a product makes of its operands split by element
+// counts (the transposing copy at elementwise::PARALLEL_THRESHOLD, checked above).
 
 /// The pool every kernel that may split its work runs on (see the module docs).
 pub(crate) fn pool() -> &'static rayon::ThreadPool {

@@ -73,7 +73,7 @@ pub fn unit_f64(key: [u32; 2], i: u64) -> f64 {
 
 /// Element count above which samplers split work over rayon (fixed chunks: results never depend
 /// on scheduling).
-pub(crate) const PARALLEL: usize = 1 << 14;
+pub(crate) const PARALLEL: usize = 1 << 15;
 const CHUNK: usize = 1 << 12;
 
 /// Fill `out` with `f(i)` for every index, in parallel for large outputs.
