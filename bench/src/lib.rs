@@ -142,8 +142,11 @@ pub fn maxrss_mib() -> Option<f64> {
     Some(r.maxrss as f64 / 1024.0)
 }
 
-/// Return freed heap pages to the OS (`malloc_trim(0)`, as `_common.trim_heap`).
+/// Return freed memory to the OS before a memory measurement: cotangent's cached host buffers
+/// (`Device::clear_cache`), then freed heap pages (`malloc_trim(0)`, as `_common.trim_heap`).
+/// Memory the measured calls cache again counts in their peak.
 pub fn trim_heap() {
+    let _ = cotangent::Device::Cpu.clear_cache();
     extern "C" {
         fn malloc_trim(pad: usize) -> i32;
     }

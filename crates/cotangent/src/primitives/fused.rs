@@ -49,6 +49,26 @@ pub struct Fused {
 struct FusedBody {
     steps: Vec<FusedStep>,
     exports: Vec<usize>,
+    /// Per step: the last step that reads its result, `usize::MAX` for the exports.
+    last_use: Vec<usize>,
+    /// Per step: its op, copied out of the primitive once.
+    ops: Vec<StepOp>,
+    /// Per step: a scratch slot for its result, and how many slots there are (see
+    /// [`Fused::slots`]).
+    slots: Vec<usize>,
+    n_slots: usize,
+}
+
+/// The op of a step of a [`Fused`] group (its primitive's [`Op`], which borrows nothing for the
+/// element-wise ops, copied out once so evaluation need not ask the primitive at every step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StepOp {
+    /// [`Op::Unary`].
+    Unary(crate::primitives::unary::UnaryOp),
+    /// [`Op::Binary`].
+    Binary(crate::primitives::binary::BinaryOp),
+    /// Any other op ([`Op::Cast`], [`Op::Select`]): ask the primitive.
+    Other,
 }
 
 impl Fused {
@@ -59,7 +79,60 @@ impl Fused {
             FusedArg::Step(j) => *j < i,
             FusedArg::Input(_) => true,
         })));
-        Fused { inner: Arc::new(FusedBody { steps, exports }) }
+        let mut last_use = vec![0usize; steps.len()];
+        for (i, s) in steps.iter().enumerate() {
+            for a in &s.args {
+                if let FusedArg::Step(j) = *a {
+                    last_use[j] = i;
+                }
+            }
+        }
+        for &e in &exports {
+            last_use[e] = usize::MAX;
+        }
+        let ops = steps
+            .iter()
+            .map(|s| match s.prim.op() {
+                Op::Unary(u) => StepOp::Unary(u),
+                Op::Binary(b) => StepOp::Binary(b),
+                _ => StepOp::Other,
+            })
+            .collect();
+        // a slot is free again after the last step reading its result (and never the slot of
+        // that step's own operands)
+        let (mut slots, mut free, mut n_slots) = (Vec::with_capacity(steps.len()), Vec::new(), 0);
+        for (i, s) in steps.iter().enumerate() {
+            slots.push(free.pop().unwrap_or_else(|| {
+                n_slots += 1;
+                n_slots - 1
+            }));
+            for (k, a) in s.args.iter().enumerate() {
+                if let FusedArg::Step(j) = *a {
+                    if last_use[j] == i && !s.args[..k].contains(a) {
+                        free.push(slots[j]);
+                    }
+                }
+            }
+        }
+        Fused { inner: Arc::new(FusedBody { steps, exports, last_use, ops, slots, n_slots }) }
+    }
+
+    /// Per step, a scratch slot for its result, and the number of slots: two results alive at
+    /// once (from their step to their last reader, exports to the end) never share a slot, nor
+    /// does a step's result share one with its operands.
+    pub(crate) fn slots(&self) -> (&[usize], usize) {
+        (&self.inner.slots, self.inner.n_slots)
+    }
+
+    /// Per step, the last step that reads its result (`usize::MAX` for the exports, which are
+    /// kept to the end): a result may be freed, or its buffer reused, after that step.
+    pub(crate) fn last_use(&self) -> &[usize] {
+        &self.inner.last_use
+    }
+
+    /// Per step, its op.
+    pub(crate) fn step_ops(&self) -> &[StepOp] {
+        &self.inner.ops
     }
 
     /// The steps, in evaluation order.

@@ -75,10 +75,13 @@ pub trait Float:
     fn max_nan(self, o: Self) -> Self;
     /// Minimum propagating NaN.
     fn min_nan(self, o: Self) -> Self;
+    /// `dst[i] = f(src[i])` with the vectorised kernel of [`vmath`](super::vmath) where this
+    /// type has one (`f32`); `false` (nothing written) otherwise.
+    fn vector_apply(f: super::vmath::Func, src: &[Self], dst: &mut [Self]) -> bool;
 }
 
 macro_rules! impl_float {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $vector_apply:expr),*) => {$(
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -115,10 +118,19 @@ macro_rules! impl_float {
             #[inline(always)] fn min_nan(self, o: Self) -> Self {
                 if self.is_nan() || o.is_nan() { <$t>::NAN } else if self <= o { self } else { o }
             }
+            #[inline(always)] fn vector_apply(f: super::vmath::Func, src: &[Self], dst: &mut [Self]) -> bool {
+                $vector_apply(f, src, dst)
+            }
         }
     )*};
 }
-impl_float!(f32, f64);
+impl_float!(
+    f32 => |f, src: &[f32], dst: &mut [f32]| {
+        super::vmath::apply(f, src, dst);
+        true
+    },
+    f64 => |_, _: &[f64], _: &mut [f64]| false
+);
 
 /// The error function, accurate to about 1e-15 in `f64`.
 pub fn erf(x: f64) -> f64 {

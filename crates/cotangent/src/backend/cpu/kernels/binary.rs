@@ -54,8 +54,77 @@ fn extremum_share<T: Float>(wins: bool, ties: bool) -> T {
     }
 }
 
+/// Every float binary op's element function, handed to `$m!` (arithmetic, a result of `$T`) or
+/// `$c!` (comparisons and logical ops, a `bool`) as a closure over `$T`: one table for the eager
+/// kernel and the fused slice path (`float_binary_slice`), so both compute the same bits.
+macro_rules! float_binary_table {
+    ($op:expr, $T:ty, $m:ident, $c:ident) => {{
+        use BinaryOp::*;
+        match $op {
+            Add => $m!(|x, y| x + y),
+            Subtract => $m!(|x, y| x - y),
+            Multiply => $m!(|x, y| x * y),
+            Divide => $m!(|x, y| x / y),
+            // numpy's divmod-based floor division, consistent with `remainder`
+            // (`x == y * (x // y) + x % y`), e.g. `1 // -inf == -1`, not `floor(1 / -inf) == -0`.
+            FloorDivide => $m!(|x: $T, y: $T| {
+                if y == <$T>::ZERO {
+                    return x / y;
+                }
+                let md = x % y;
+                let mut div = (x - md) / y;
+                if md != <$T>::ZERO && ((y < <$T>::ZERO) != (md < <$T>::ZERO)) {
+                    div = div - <$T>::ONE;
+                }
+                if div == <$T>::ZERO {
+                    return if x / y < <$T>::ZERO { -<$T>::ZERO } else { <$T>::ZERO };
+                }
+                let fl = div.floor();
+                if div - fl > <$T>::of(0.5) {
+                    fl + <$T>::ONE
+                } else {
+                    fl
+                }
+            }),
+            Remainder => $m!(|x: $T, y: $T| {
+                let r = x % y;
+                if r != <$T>::ZERO && ((r < <$T>::ZERO) != (y < <$T>::ZERO)) {
+                    r + y
+                } else {
+                    r
+                }
+            }),
+            Power => $m!(|x: $T, y: $T| x.powf(y)),
+            Maximum => $m!(|x: $T, y: $T| x.max_nan(y)),
+            Minimum => $m!(|x: $T, y: $T| x.min_nan(y)),
+            MaximumShare => $m!(|x: $T, y: $T| extremum_share(x > y, x == y)),
+            MinimumShare => $m!(|x: $T, y: $T| extremum_share(x < y, x == y)),
+            Arctan2 => $m!(|x: $T, y: $T| x.atan2(y)),
+            LogAddExp => $m!(|x: $T, y: $T| {
+                let m = if x > y { x } else { y };
+                if m == <$T>::NEG_INFINITY || m == <$T>::INFINITY || m.is_nan() {
+                    if x.is_nan() || y.is_nan() {
+                        x + y
+                    } else {
+                        m
+                    }
+                } else {
+                    m + ((x - m).exp() + (y - m).exp()).ln()
+                }
+            }),
+            Equal => $c!(|x, y| x == y),
+            NotEqual => $c!(|x, y| x != y),
+            Less => $c!(|x, y| x < y),
+            LessEqual => $c!(|x, y| x <= y),
+            Greater => $c!(|x, y| x > y),
+            GreaterEqual => $c!(|x, y| x >= y),
+            LogicalAnd => $c!(|x, y| x != <$T>::ZERO && y != <$T>::ZERO),
+            LogicalOr => $c!(|x, y| x != <$T>::ZERO || y != <$T>::ZERO),
+        }
+    }};
+}
+
 fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<Data> {
-    use BinaryOp::*;
     macro_rules! m {
         ($f:expr) => {
             binary_apply::<T>(a, b, out, $f)?
@@ -66,67 +135,51 @@ fn float_kernel<T: Float>(op: BinaryOp, a: In, b: In, out: &[usize]) -> Result<D
             Data::from_vec(binary_map::<T, bool>(a.0.data(), a.1, b.0.data(), b.1, out, $f)?, out)
         };
     }
-    Ok(match op {
-        Add => m!(|x, y| x + y),
-        Subtract => m!(|x, y| x - y),
-        Multiply => m!(|x, y| x * y),
-        Divide => m!(|x, y| x / y),
-        // numpy's divmod-based floor division, consistent with `remainder`
-        // (`x == y * (x // y) + x % y`), e.g. `1 // -inf == -1`, not `floor(1 / -inf) == -0`.
-        FloorDivide => m!(|x: T, y: T| {
-            if y == T::ZERO {
-                return x / y;
-            }
-            let md = x % y;
-            let mut div = (x - md) / y;
-            if md != T::ZERO && ((y < T::ZERO) != (md < T::ZERO)) {
-                div = div - T::ONE;
-            }
-            if div == T::ZERO {
-                return if x / y < T::ZERO { -T::ZERO } else { T::ZERO };
-            }
-            let fl = div.floor();
-            if div - fl > T::of(0.5) {
-                fl + T::ONE
-            } else {
-                fl
-            }
-        }),
-        Remainder => m!(|x: T, y: T| {
-            let r = x % y;
-            if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
-                r + y
-            } else {
-                r
-            }
-        }),
-        Power => m!(|x: T, y: T| x.powf(y)),
-        Maximum => m!(|x: T, y: T| x.max_nan(y)),
-        Minimum => m!(|x: T, y: T| x.min_nan(y)),
-        MaximumShare => m!(|x: T, y: T| extremum_share(x > y, x == y)),
-        MinimumShare => m!(|x: T, y: T| extremum_share(x < y, x == y)),
-        Arctan2 => m!(|x: T, y: T| x.atan2(y)),
-        LogAddExp => m!(|x: T, y: T| {
-            let m = if x > y { x } else { y };
-            if m == T::NEG_INFINITY || m == T::INFINITY || m.is_nan() {
-                if x.is_nan() || y.is_nan() {
-                    x + y
-                } else {
-                    m
+    Ok(float_binary_table!(op, T, m, c))
+}
+
+/// One operand of [`float_binary_slice`]: a slice as long as the result, or one value for all.
+#[derive(Clone, Copy)]
+pub(super) enum Side<'a, T> {
+    /// Element `i` of the result reads element `i`.
+    Slice(&'a [T]),
+    /// Every element reads this value.
+    Scalar(T),
+}
+
+/// `dst[i] = op(a[i], b[i])` with the eager kernel's element function, for the fused slice
+/// path; `None` for the ops with a `bool` result.
+pub(super) fn float_binary_slice<T: Float>(op: BinaryOp, a: Side<T>, b: Side<T>, dst: &mut [T]) -> Option<()> {
+    macro_rules! m {
+        ($f:expr) => {{
+            let f = $f;
+            match (a, b) {
+                (Side::Slice(a), Side::Slice(b)) => {
+                    for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+                        *d = f(x, y);
+                    }
                 }
-            } else {
-                m + ((x - m).exp() + (y - m).exp()).ln()
+                (Side::Slice(a), Side::Scalar(y)) => {
+                    for (d, &x) in dst.iter_mut().zip(a) {
+                        *d = f(x, y);
+                    }
+                }
+                (Side::Scalar(x), Side::Slice(b)) => {
+                    for (d, &y) in dst.iter_mut().zip(b) {
+                        *d = f(x, y);
+                    }
+                }
+                (Side::Scalar(x), Side::Scalar(y)) => dst.fill(f(x, y)),
             }
-        }),
-        Equal => c!(|x, y| x == y),
-        NotEqual => c!(|x, y| x != y),
-        Less => c!(|x, y| x < y),
-        LessEqual => c!(|x, y| x <= y),
-        Greater => c!(|x, y| x > y),
-        GreaterEqual => c!(|x, y| x >= y),
-        LogicalAnd => c!(|x, y| x != T::ZERO && y != T::ZERO),
-        LogicalOr => c!(|x, y| x != T::ZERO || y != T::ZERO),
-    })
+            Some(())
+        }};
+    }
+    macro_rules! c {
+        ($f:expr) => {
+            None
+        };
+    }
+    float_binary_table!(op, T, m, c)
 }
 
 /// Integer arithmetic used by the integer kernels (wrapping, Python-style floor division and

@@ -3,14 +3,21 @@
 //! through the same kernels as the separate nodes (so results are bit-identical to them), on
 //! tile-sized buffers that stay in cache. An intermediate dies, or gives its buffer to the next
 //! step, as soon as its last reader ran. Tiles run in parallel for large outputs.
-use super::binary::{binary_run, select_kernel};
-use super::unary::{cast_data, unary_run};
+//!
+//! The slice path: a group of `f32` or `f64` unary and arithmetic binary steps, on a tile where
+//! every input is one element or dense over the tile, runs each step as one loop over
+//! tile-sized scratch slices with the eager kernels' element functions (`float_unary_slice`,
+//! `float_binary_slice`, the same tables as the separate kernels, so the same bits): no views,
+//! operands or buffers per step. Other groups and tiles take the general path.
+use super::binary::{binary_run, float_binary_slice, select_kernel, Side};
+use super::unary::{cast_data, float_unary_slice, unary_run};
 use super::CpuKernel;
-use crate::backend::cpu::buffer::{try_filled, BufferElement};
+use crate::backend::cpu::buffer::{try_filled, try_to_vec, BufferElement};
 use crate::backend::cpu::elementwise::{Operand, PARALLEL_THRESHOLD};
+use crate::backend::cpu::math::Float;
 use crate::backend::cpu::Data;
 use crate::primitive::{Op, Spec};
-use crate::primitives::fused::{Fused, FusedArg};
+use crate::primitives::fused::{Fused, FusedArg, StepOp};
 use crate::shape::Shape;
 use crate::{Array, DType, Error, Result};
 use rayon::prelude::*;
@@ -138,12 +145,140 @@ struct Value {
     dtype: DType,
 }
 
+/// The dtype of the slice path for this group and these inputs (see the module docs): every
+/// step a unary or binary op whose result and operands are all `f32`, or all `f64`.
+fn slice_dtype(group: &Fused, inputs: &[(&Data, &[usize], DType)]) -> Option<DType> {
+    let steps = group.steps();
+    let dtype = steps.first()?.spec.dtype;
+    if !matches!(dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let arg_dtype = |a: &FusedArg| match *a {
+        FusedArg::Input(x) => inputs[x].2,
+        FusedArg::Step(j) => steps[j].spec.dtype,
+    };
+    steps
+        .iter()
+        .zip(group.step_ops())
+        .all(|(s, op)| {
+            matches!(op, StepOp::Unary(_) | StepOp::Binary(_))
+                && s.spec.dtype == dtype
+                && s.args.iter().all(|a| arg_dtype(a) == dtype)
+        })
+        .then_some(dtype)
+}
+
+/// A value of the slice path: an input's elements for the tile, one value for all elements, or
+/// a step's result in its scratch slot ([`Fused::slots`]).
+#[derive(Clone, Copy)]
+enum SliceValue<'a, T> {
+    Input(&'a [T]),
+    Scalar(T),
+    Slot(usize),
+}
+
+/// A value of the slice path as an operand of [`float_binary_slice`].
+fn side<'a, T: Copy>(v: SliceValue<'a, T>, slot: &'a [&mut [T]]) -> Side<'a, T> {
+    match v {
+        SliceValue::Input(s) => Side::Slice(s),
+        SliceValue::Scalar(x) => Side::Scalar(x),
+        SliceValue::Slot(k) => Side::Slice(&*slot[k]),
+    }
+}
+
+/// One step of the slice path into `dst` (one element when every operand is a scalar); `None`
+/// for an op the slice path does not run.
+fn step_into<T: Float>(op: StepOp, a: Side<T>, b: Option<Side<T>>, dst: &mut [T]) -> Option<()> {
+    match (op, a, b) {
+        (StepOp::Unary(u), Side::Slice(x), None) => float_unary_slice(u, x, dst),
+        (StepOp::Unary(u), Side::Scalar(x), None) => float_unary_slice(u, &[x], dst),
+        (StepOp::Binary(op), x, Some(y)) => float_binary_slice(op, x, y, dst),
+        _ => None,
+    }
+}
+
+/// [`run_tile`] on the slice path (see the module docs), or `None` when an input is neither one
+/// element nor dense over this tile (then the general path runs the tile). Step results live in
+/// one scratch buffer of `len` elements per slot.
+fn run_tile_slices<T: Float>(
+    group: &Fused,
+    inputs: &[(&Data, &[usize], DType)],
+    tile: &Tile,
+) -> Option<Result<Vec<Data>>> {
+    let len = crate::shape::numel(&tile.shape);
+    let mut ins: SmallVec<[SliceValue<T>; 4]> = SmallVec::with_capacity(inputs.len());
+    for &(data, shape, _) in inputs {
+        let buf = data.buf.as_slice::<T>();
+        ins.push(if shape.iter().product::<usize>() == 1 {
+            SliceValue::Scalar(buf[data.offset])
+        } else {
+            let (view, view_shape) = tile_view(data, shape, tile);
+            if view_shape != tile.shape || !view.is_contiguous(&tile.shape) {
+                return None;
+            }
+            SliceValue::Input(&buf[view.offset..view.offset + len])
+        });
+    }
+    let (slots, n_slots) = group.slots();
+    let mut scratch = match try_filled(T::ZERO, len * n_slots) {
+        Ok(v) => v,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut slot: Vec<&mut [T]> = scratch.chunks_mut(len.max(1)).collect();
+    slot.resize_with(n_slots, Default::default); // (len 0: empty slots)
+    let mut values: Vec<SliceValue<T>> = Vec::with_capacity(group.steps().len());
+    for (i, step) in group.steps().iter().enumerate() {
+        let value = |a: &FusedArg| match *a {
+            FusedArg::Input(x) => ins[x],
+            FusedArg::Step(j) => values[j],
+        };
+        let (a, b) = (value(&step.args[0]), step.args.get(1).map(value));
+        let scalar = |v: &SliceValue<T>| matches!(v, SliceValue::Scalar(_));
+        let op = group.step_ops()[i];
+        if scalar(&a) && b.as_ref().is_none_or(scalar) {
+            let mut one = [T::ZERO];
+            step_into(op, side(a, &slot), b.map(|b| side(b, &slot)), &mut one)?;
+            values.push(SliceValue::Scalar(one[0]));
+        } else {
+            // the result's slot is taken out while the operands (never in it) are read
+            let dst = std::mem::take(&mut slot[slots[i]]);
+            step_into(op, side(a, &slot), b.map(|b| side(b, &slot)), dst)?;
+            slot[slots[i]] = dst;
+            values.push(SliceValue::Slot(slots[i]));
+        }
+    }
+    let export = |e: usize| -> Result<Data> {
+        let v = match values[e] {
+            SliceValue::Slot(k) => try_to_vec(&*slot[k])?,
+            SliceValue::Scalar(x) => try_filled(x, len)?,
+            SliceValue::Input(_) => unreachable!("a step's value is a scalar or in a slot"),
+        };
+        Ok(Data::from_vec(v, &tile.shape))
+    };
+    Some(group.exports().iter().map(|&e| export(e)).collect())
+}
+
 /// Runs the group's steps on one tile; returns the exports' data (dense, the tile's shape).
-fn run_tile(group: &Fused, inputs: &[(&Data, &[usize], DType)], last_use: &[usize], tile: &Tile) -> Result<Vec<Data>> {
+/// `last_use[j]` is the last step that reads step `j` (`usize::MAX` for the exports, kept to the
+/// end); `slice` is the group's [`slice_dtype`].
+fn run_tile(
+    group: &Fused,
+    inputs: &[(&Data, &[usize], DType)],
+    last_use: &[usize],
+    tile: &Tile,
+    slice: Option<DType>,
+) -> Result<Vec<Data>> {
+    let fast = match slice {
+        Some(DType::F32) => run_tile_slices::<f32>(group, inputs, tile),
+        Some(DType::F64) => run_tile_slices::<f64>(group, inputs, tile),
+        _ => None,
+    };
+    if let Some(r) = fast {
+        return r;
+    }
     let steps = group.steps();
     let views: Vec<(Data, Shape)> = inputs.iter().map(|(d, s, _)| tile_view(d, s, tile)).collect();
     let mut values: Vec<Option<Value>> = (0..steps.len()).map(|_| None).collect();
-    let exported = |j: usize| group.exports().contains(&j);
     for (i, step) in steps.iter().enumerate() {
         // a step's result is handed over at its last use (so its buffer may take the result),
         // everything else is read as a view
@@ -151,7 +286,7 @@ fn run_tile(group: &Fused, inputs: &[(&Data, &[usize], DType)], last_use: &[usiz
         for arg in &step.args {
             let read_once_here = step.args.iter().filter(|a| *a == arg).count() == 1;
             owned.push(match *arg {
-                FusedArg::Step(j) if last_use[j] == i && read_once_here && !exported(j) => values[j].take(),
+                FusedArg::Step(j) if last_use[j] == i && read_once_here => values[j].take(),
                 _ => None,
             });
         }
@@ -196,7 +331,7 @@ fn run_tile(group: &Fused, inputs: &[(&Data, &[usize], DType)], last_use: &[usiz
         // results nobody reads any more (not exported) are freed now
         for arg in &step.args {
             if let FusedArg::Step(j) = *arg {
-                if last_use[j] == i && !exported(j) {
+                if last_use[j] == i {
                     values[j] = None;
                 }
             }
@@ -241,19 +376,12 @@ impl CpuKernel for Fused {
         let shape: &[usize] = &outputs[0].shape;
         let ins: Vec<(&Data, &[usize], DType)> =
             inputs.iter().map(|x| Ok((x.computed_data()?, x.shape(), x.dtype()))).collect::<Result<_>>()?;
-        let steps = self.steps();
-        let mut last_use = vec![0usize; steps.len()];
-        for (i, s) in steps.iter().enumerate() {
-            for a in &s.args {
-                if let FusedArg::Step(j) = *a {
-                    last_use[j] = i;
-                }
-            }
-        }
+        let last_use = self.last_use();
+        let slice = slice_dtype(self, &ins);
         let tiling = Tiling::new(shape);
         if tiling.count == 1 {
             let tile = tiling.tile(0);
-            let datas = run_tile(self, &ins, &last_use, &tile)?;
+            let datas = run_tile(self, &ins, last_use, &tile, slice)?;
             // the tile is the whole output: its shape differs only in leading 1s
             return Ok(datas.into_iter().map(|d| crate::backend::cpu::elementwise::dense(d, shape)).collect());
         }
@@ -276,7 +404,7 @@ impl CpuKernel for Fused {
         );
         let run = |t: usize| -> Result<()> {
             let tile = tiling.tile(t);
-            let datas = run_tile(self, &ins, &last_use, &tile)?;
+            let datas = run_tile(self, &ins, last_use, &tile, slice)?;
             for ((d, o), &p) in datas.iter().zip(outputs).zip(&ptrs.0) {
                 // SAFETY: `p` points at the start of the output buffer made above for `o`, of
                 // `n` elements of `o.dtype` (the `T` dispatched here). The tile's range

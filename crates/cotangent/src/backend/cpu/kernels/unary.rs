@@ -23,8 +23,60 @@ fn vector_func(op: UnaryOp) -> Option<vmath::Func> {
     })
 }
 
+/// Every float unary op's element function, handed to `$m!` as a closure over `$T`: one table
+/// for the eager kernel and the fused slice path (`float_unary_slice`), so both compute the same
+/// bits. The boolean ops (`LogicalNot`, `IsNan`, `IsInf`) give `$boolean`.
+macro_rules! float_unary_table {
+    ($op:expr, $T:ty, $m:ident, $boolean:expr) => {{
+        use UnaryOp::*;
+        match $op {
+            Neg => $m!(|v: $T| -v),
+            Abs => $m!(|v: $T| v.abs()),
+            Sign => $m!(|v: $T| if v > <$T>::ZERO {
+                <$T>::ONE
+            } else if v < <$T>::ZERO {
+                -<$T>::ONE
+            } else {
+                v
+            }),
+            Exp => $m!(|v: $T| v.exp()),
+            Expm1 => $m!(|v: $T| v.exp_m1()),
+            Log => $m!(|v: $T| v.ln()),
+            Log1p => $m!(|v: $T| v.ln_1p()),
+            Log2 => $m!(|v: $T| v.log2()),
+            Sqrt => $m!(|v: $T| v.sqrt()),
+            Rsqrt => $m!(|v: $T| <$T>::ONE / v.sqrt()),
+            Square => $m!(|v: $T| v * v),
+            Reciprocal => $m!(|v: $T| <$T>::ONE / v),
+            Sin => $m!(|v: $T| v.sin()),
+            Cos => $m!(|v: $T| v.cos()),
+            Tan => $m!(|v: $T| v.tan()),
+            Tanh => $m!(|v: $T| v.tanh()),
+            Sinh => $m!(|v: $T| v.sinh()),
+            Cosh => $m!(|v: $T| v.cosh()),
+            Arcsin => $m!(|v: $T| v.asin()),
+            Arccos => $m!(|v: $T| v.acos()),
+            Arctan => $m!(|v: $T| v.atan()),
+            Sigmoid => $m!(|v: $T| if v >= <$T>::ZERO {
+                <$T>::ONE / (<$T>::ONE + (-v).exp())
+            } else {
+                let e = v.exp();
+                e / (<$T>::ONE + e)
+            }),
+            // f32 (and f16/bf16 through it) needs only single precision: a fixed-time formula
+            Erf => {
+                $m!(|v: $T| <$T>::of(if std::mem::size_of::<$T>() == 8 { erf(v.f64()) } else { erf_single(v.f64()) }))
+            }
+            Erfinv => $m!(|v: $T| <$T>::of(erfinv(v.f64()))),
+            Floor => $m!(|v: $T| v.floor()),
+            Ceil => $m!(|v: $T| v.ceil()),
+            Round => $m!(|v: $T| v.round_even()),
+            LogicalNot | IsNan | IsInf => $boolean,
+        }
+    }};
+}
+
 fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Result<Data> {
-    use UnaryOp::*;
     if T::DTYPE == DType::F32 {
         if let Some(f) = vector_func(op) {
             return unary_apply_slices::<f32>(x, shape, |s, d| vmath::apply(f, s, d), |v| vmath::apply_in_place(f, v));
@@ -35,48 +87,27 @@ fn float_kernel<T: Float>(op: UnaryOp, x: Operand, shape: &[usize]) -> Result<Da
             unary_apply::<T>(x, shape, $f)
         };
     }
-    match op {
-        Neg => m!(|v: T| -v),
-        Abs => m!(|v: T| v.abs()),
-        Sign => m!(|v: T| if v > T::ZERO {
-            T::ONE
-        } else if v < T::ZERO {
-            -T::ONE
-        } else {
-            v
-        }),
-        Exp => m!(|v: T| v.exp()),
-        Expm1 => m!(|v: T| v.exp_m1()),
-        Log => m!(|v: T| v.ln()),
-        Log1p => m!(|v: T| v.ln_1p()),
-        Log2 => m!(|v: T| v.log2()),
-        Sqrt => m!(|v: T| v.sqrt()),
-        Rsqrt => m!(|v: T| T::ONE / v.sqrt()),
-        Square => m!(|v: T| v * v),
-        Reciprocal => m!(|v: T| T::ONE / v),
-        Sin => m!(|v: T| v.sin()),
-        Cos => m!(|v: T| v.cos()),
-        Tan => m!(|v: T| v.tan()),
-        Tanh => m!(|v: T| v.tanh()),
-        Sinh => m!(|v: T| v.sinh()),
-        Cosh => m!(|v: T| v.cosh()),
-        Arcsin => m!(|v: T| v.asin()),
-        Arccos => m!(|v: T| v.acos()),
-        Arctan => m!(|v: T| v.atan()),
-        Sigmoid => m!(|v: T| if v >= T::ZERO {
-            T::ONE / (T::ONE + (-v).exp())
-        } else {
-            let e = v.exp();
-            e / (T::ONE + e)
-        }),
-        // f32 (and f16/bf16 through it) needs only single precision: a fixed-time formula
-        Erf => m!(|v: T| T::of(if std::mem::size_of::<T>() == 8 { erf(v.f64()) } else { erf_single(v.f64()) })),
-        Erfinv => m!(|v: T| T::of(erfinv(v.f64()))),
-        Floor => m!(|v: T| v.floor()),
-        Ceil => m!(|v: T| v.ceil()),
-        Round => m!(|v: T| v.round_even()),
-        LogicalNot | IsNan | IsInf => unreachable!("boolean unary ops are handled separately"),
+    float_unary_table!(op, T, m, unreachable!("boolean unary ops are handled separately"))
+}
+
+/// `dst[i] = op(src[i])` with the eager kernel's element function (the vectorised one for
+/// `f32` where there is one), for the fused slice path; `None` for the boolean ops.
+pub(super) fn float_unary_slice<T: Float>(op: UnaryOp, src: &[T], dst: &mut [T]) -> Option<()> {
+    if let Some(f) = vector_func(op) {
+        if T::vector_apply(f, src, dst) {
+            return Some(());
+        }
     }
+    macro_rules! m {
+        ($f:expr) => {{
+            let f = $f;
+            for (d, &s) in dst.iter_mut().zip(src) {
+                *d = f(s);
+            }
+            Some(())
+        }};
+    }
+    float_unary_table!(op, T, m, None)
 }
 
 fn float_predicate<T: Float>(op: UnaryOp, x: &Data, shape: &[usize]) -> Result<Vec<bool>> {
