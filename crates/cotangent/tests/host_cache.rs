@@ -1,4 +1,4 @@
-//! The CPU's host buffer cache: a freed buffer of 4 KiB or more is reused by the next buffer of
+//! The CPU's host buffer cache: a freed buffer of 4 KiB to 1 MiB is reused by the next buffer of
 //! the same size and alignment, whatever its dtype or thread; the limit evicts the least
 //! recently used sizes; `clear_cache` frees everything.
 use cotangent::{self as ct, Array, DType, Device};
@@ -68,6 +68,11 @@ fn freed_buffers_are_reused_by_size_and_alignment_and_the_limit_holds() {
     ct::set_host_cache_limit(previous);
     drop(filled(4096, DType::F32, 9.0));
     assert_eq!(cpu.cached_bytes(), 16384);
+    // buffers over 1 MiB go back to the global allocator
+    drop(filled(1 << 18, DType::F32, 10.0)); // exactly 1 MiB: cached
+    assert_eq!(cpu.cached_bytes(), 16384 + (1 << 20));
+    drop(filled((1 << 18) + 1, DType::F32, 11.0));
+    assert_eq!(cpu.cached_bytes(), 16384 + (1 << 20));
     cpu.clear_cache().unwrap();
     assert_eq!(cpu.cached_bytes(), 0);
 }

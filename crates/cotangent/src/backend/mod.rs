@@ -99,7 +99,7 @@ impl Device {
     }
 
     /// Bytes of freed buffers that cotangent keeps on this device for reuse: the host buffer
-    /// cache on the CPU (buffers of 4 KiB and more, reused by the next buffer of the same size;
+    /// cache on the CPU (buffers of 4 KiB to 1 MiB, reused by the next buffer of the same size;
     /// at most [`set_host_cache_limit`]'s limit), the caching allocator's free blocks on a GPU
     /// (0 for a GPU that cannot be used).
     ///
