@@ -19,7 +19,7 @@ For each chosen benchmark this
 
 Only the standard library is used. Options:
   --python PATH     interpreter with the peer frameworks (default: $PEERS_PYTHON, else
-                    /work/venv/bin/python if present, else python3)
+                    python3)
   --out DIR         where the JSON lines go (default: target/bench-results)
   --no-peers        only run cotangent's programs
   --no-build        do not run cargo build
@@ -82,8 +82,6 @@ def find_openblas():
 def default_python():
     if os.environ.get("PEERS_PYTHON"):
         return os.environ["PEERS_PYTHON"]
-    if os.path.exists("/work/venv/bin/python"):
-        return "/work/venv/bin/python"
     return shutil.which("python3") or sys.executable
 
 

@@ -331,12 +331,13 @@ fn eval_call(call: &crate::primitives::graph::Call, inputs: &[Array], outputs: &
 fn worth_a_worker_thread(tape: &[Arc<Node>]) -> bool {
     tape.iter().any(|n| match &n.kind {
         NodeKind::Op(prim) => {
-            let op = prim.op();
-            if matches!(op, Op::Matmul) {
-                kernel_may_split(n, op, &n.inputs.lock().unwrap_or_else(|e| e.into_inner()))
-            } else {
-                kernel_may_split(n, op, &[])
+            let large = n.specs.iter().any(|s| crate::shape::numel(&s.shape) >= SPLIT_MIN_ELEMENTS);
+            if large || n.device != crate::Device::Cpu {
+                return large && n.device == crate::Device::Cpu;
             }
+            // below that size only a product splits (over its large operands or its rows)
+            let op = prim.op();
+            matches!(op, Op::Matmul) && kernel_may_split(n, op, &n.inputs.lock().unwrap_or_else(|e| e.into_inner()))
         }
         _ => false,
     })

@@ -90,6 +90,7 @@ fn shape_panic(op: &str, shape: &[usize], dtype: crate::DType, why: &str, at: &s
 }
 
 /// Row-major (C order) strides of a contiguous array of this shape.
+#[inline]
 pub fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut s: Strides = SmallVec::from_elem(0, shape.len());
     let mut acc = 1isize;

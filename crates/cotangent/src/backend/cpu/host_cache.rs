@@ -39,7 +39,7 @@ pub(crate) const PAGE: usize = 4 << 10;
 
 /// The cached size of a request of `bytes` bytes: whole pages from [`MIN_BYTES`] to
 /// [`MAX_BYTES`], else `None` (not cached).
-#[inline]
+#[inline(always)]
 pub(crate) fn bucket(bytes: usize) -> Option<usize> {
     if !(MIN_BYTES..=MAX_BYTES).contains(&bytes) {
         return None;
@@ -181,11 +181,16 @@ pub(crate) fn take<T>(bucket: usize) -> Option<Vec<T>> {
 /// Takes `v`'s memory into the cache if its capacity is a cached size and the cache has room
 /// (after evicting older sizes); otherwise drops it. Elements of `T` need no drop (every
 /// buffer element is `Copy`).
+#[inline]
 pub(crate) fn give<T: Copy>(v: Vec<T>) {
     let bytes = v.capacity() * std::mem::size_of::<T>();
-    if bucket(bytes) != Some(bytes) {
-        return;
+    if bucket(bytes) == Some(bytes) {
+        keep(v, bytes);
     }
+}
+
+/// [`give`] for a vector of a cached size (`bytes` of capacity).
+fn keep<T: Copy>(v: Vec<T>, bytes: usize) {
     let limit = cache_limit();
     if bytes > limit {
         return;
