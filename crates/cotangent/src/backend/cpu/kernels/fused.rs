@@ -12,7 +12,7 @@
 use super::binary::{binary_run, float_binary_slice, select_kernel, Side};
 use super::unary::{cast_data, float_unary_slice, unary_run};
 use super::CpuKernel;
-use crate::backend::cpu::buffer::{try_filled, try_to_vec, BufferElement};
+use crate::backend::cpu::buffer::{try_filled, try_to_vec, try_with_capacity, BufferElement};
 use crate::backend::cpu::elementwise::{Operand, PARALLEL_THRESHOLD};
 use crate::backend::cpu::math::Float;
 use crate::backend::cpu::Data;
@@ -204,6 +204,7 @@ fn run_tile_slices<T: Float>(
     group: &Fused,
     inputs: &[(&Data, &[usize], DType)],
     tile: &Tile,
+    out: TileOut,
 ) -> Option<Result<Vec<Data>>> {
     let len = crate::shape::numel(&tile.shape);
     let mut ins: SmallVec<[SliceValue<T>; 4]> = SmallVec::with_capacity(inputs.len());
@@ -247,35 +248,86 @@ fn run_tile_slices<T: Float>(
             values.push(SliceValue::Slot(slots[i]));
         }
     }
+    let value = |e: usize| match values[e] {
+        SliceValue::Slot(k) => Ok(&*slot[k]),
+        SliceValue::Scalar(x) => Err(x),
+        SliceValue::Input(_) => unreachable!("a step's value is a scalar or in a slot"),
+    };
+    if let TileOut::Buffers(outs) = out {
+        for (&e, p) in group.exports().iter().zip(outs) {
+            // SAFETY: `p` is the start of an output buffer of `T` (every step of the slice path
+            // has dtype `T`, exports included) with room for the elements of this tile's range
+            // `tile.start .. tile.start + len`, which no other tile writes or reads (see
+            // `SendPtr`); the source is this tile's scratch (or one value), never the output.
+            unsafe {
+                let dst = (p.0 as *mut T).add(tile.start);
+                match value(e) {
+                    Ok(src) => std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len),
+                    Err(x) => (0..len).for_each(|i| dst.add(i).write(x)),
+                }
+            }
+        }
+        return Some(Ok(Vec::new()));
+    }
     let export = |e: usize| -> Result<Data> {
-        let v = match values[e] {
-            SliceValue::Slot(k) => try_to_vec(&*slot[k])?,
-            SliceValue::Scalar(x) => try_filled(x, len)?,
-            SliceValue::Input(_) => unreachable!("a step's value is a scalar or in a slot"),
+        let v = match value(e) {
+            Ok(src) => try_to_vec(src)?,
+            Err(x) => try_filled(x, len)?,
         };
         Ok(Data::from_vec(v, &tile.shape))
     };
     Some(group.exports().iter().map(|&e| export(e)).collect())
 }
 
-/// Runs the group's steps on one tile; returns the exports' data (dense, the tile's shape).
-/// `last_use[j]` is the last step that reads step `j` (`usize::MAX` for the exports, kept to the
-/// end); `slice` is the group's [`slice_dtype`].
+/// Where [`run_tile`] leaves a tile's exports: returned as data, or written into the output
+/// buffers at the tile's range (then it returns no data).
+#[derive(Clone, Copy)]
+enum TileOut<'a> {
+    Returned,
+    Buffers(&'a [SendPtr]),
+}
+
+/// Runs the group's steps on one tile; returns the exports' data (dense, the tile's shape), or
+/// writes them into the output buffers (`out`). `last_use[j]` is the last step that reads step
+/// `j` (`usize::MAX` for the exports, kept to the end); `slice` is the group's [`slice_dtype`].
+/// Every read of a tile's inputs happens before its exports are written, so an output buffer may
+/// be an input's (donated) buffer.
 fn run_tile(
     group: &Fused,
     inputs: &[(&Data, &[usize], DType)],
     last_use: &[usize],
     tile: &Tile,
     slice: Option<DType>,
+    out: TileOut,
 ) -> Result<Vec<Data>> {
     let fast = match slice {
-        Some(DType::F32) => run_tile_slices::<f32>(group, inputs, tile),
-        Some(DType::F64) => run_tile_slices::<f64>(group, inputs, tile),
+        Some(DType::F32) => run_tile_slices::<f32>(group, inputs, tile, out),
+        Some(DType::F64) => run_tile_slices::<f64>(group, inputs, tile, out),
         _ => None,
     };
     if let Some(r) = fast {
         return r;
     }
+    let datas = run_tile_steps(group, inputs, last_use, tile)?;
+    let TileOut::Buffers(outs) = out else {
+        return Ok(datas);
+    };
+    for ((d, &e), &p) in datas.iter().zip(group.exports()).zip(outs) {
+        // SAFETY: `p` is the start of the output buffer of export `e`, of its dtype (the `T`
+        // dispatched here), with room for this tile's range `tile.start .. + numel(tile.shape)`,
+        // which no other tile touches (see `SendPtr`).
+        crate::dispatch_dtype!(group.steps()[e].spec.dtype, T => unsafe { write_tile::<T>(p.0, tile.start, d, &tile.shape) });
+    }
+    Ok(Vec::new())
+}
+
+/// The general path of [`run_tile`]: each step through the separate nodes' kernels, on views.
+fn run_tile_steps(
+    group: &Fused,
+    inputs: &[(&Data, &[usize], DType)],
+    last_use: &[usize],
+    tile: &Tile,
+) -> Result<Vec<Data>> {
     let steps = group.steps();
     let views: Vec<(Data, Shape)> = inputs.iter().map(|(d, s, _)| tile_view(d, s, tile)).collect();
     let mut values: Vec<Option<Value>> = (0..steps.len()).map(|_| None).collect();
@@ -340,18 +392,15 @@ fn run_tile(
     Ok(group.exports().iter().map(|&e| values[e].as_ref().expect("exports are computed").data.clone()).collect())
 }
 
-/// Output buffers written by several tiles at once, each tile its own range.
-struct Outputs(Vec<SendPtr>);
-
-/// A pointer into an output buffer (see [`Outputs`]).
+/// A pointer to the first element of an output buffer that the tiles write, each its own range.
 #[derive(Clone, Copy)]
 struct SendPtr(*mut u8);
-// SAFETY: a `SendPtr` is only made in `Fused::eval`, from the unique slice of a buffer it has
-// just allocated (`unique_slice_mut`: its only owner), and is only written through by
-// `write_tile`, each tile its own range `start .. start + numel(tile)`; distinct tiles have
-// disjoint ranges, so threads sharing the pointer never touch the same element. Nothing reads
-// the buffers, and they are not moved or dropped, until the parallel loop has ended and the
-// pointers are dropped (`drop(ptrs)`).
+// SAFETY: a `SendPtr` is only made in `eval_group`, from a buffer it owns alone (a new vector's
+// allocation, or a donated input's buffer taken with `unique_slice_mut`), and is only written
+// through by `run_tile`, each tile its own range `start .. start + numel(tile)`; distinct tiles
+// have disjoint ranges, so threads sharing the pointer never touch the same element (a tile
+// reads a donated input only in its own range, and before writing it). Nothing else reads the
+// buffers, and they are not moved or dropped, until the tiles have ended.
 unsafe impl Sync for SendPtr {}
 // SAFETY: as for `Sync`: sending the pointer to another thread hands it nothing but the right to
 // write its tiles' disjoint ranges of a buffer that outlives the loop.
@@ -366,62 +415,144 @@ unsafe impl Send for SendPtr {}
 unsafe fn write_tile<T: BufferElement>(out: *mut u8, start: usize, data: &Data, shape: &[usize]) {
     let src = data.to_contiguous::<T>(shape);
     // SAFETY: `to_contiguous` returns exactly `numel(shape)` elements, so the destination is the
-    // range `start .. start + numel(shape)` the caller promised writable and unshared; the source
-    // is the tile's own result (or a copy of it), never the output buffer, so they do not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (out as *mut T).add(start), src.len()) };
+    // range `start .. start + numel(shape)` the caller promised writable and unshared. The source
+    // may be a view of that very range (a step that returned a donated input's view unchanged),
+    // so the copy allows overlap.
+    unsafe {
+        let dst = (out as *mut T).add(start);
+        if !std::ptr::eq(src.as_ptr(), dst) {
+            std::ptr::copy(src.as_ptr(), dst, src.len());
+        }
+    }
+}
+
+/// An output buffer of [`eval_group`]: its data (a new vector is empty until every tile has
+/// written its range) and where the tiles write.
+struct OutBuf {
+    data: Data,
+    ptr: SendPtr,
+    /// Elements to mark initialised once every tile has run (a new buffer), else 0.
+    fresh: usize,
+}
+
+impl OutBuf {
+    /// A new buffer of `n` elements of `dtype`, not yet initialised.
+    fn new(dtype: DType, n: usize, shape: &[usize]) -> Result<OutBuf> {
+        crate::dispatch_dtype!(dtype, T => {
+            let mut v = try_with_capacity::<T>(n)?;
+            let ptr = SendPtr(v.as_mut_ptr().cast::<u8>());
+            Ok(OutBuf { data: Data::from_vec(v, shape), ptr, fresh: n })
+        })
+    }
+
+    /// A donated input's buffer (reusable: dense over `shape`, its only owner; see
+    /// `Array::take_unique_data`).
+    fn donated(mut data: Data, shape: &[usize]) -> OutBuf {
+        let ptr = crate::dispatch_dtype!(data.buf.dtype(), T => data
+            .unique_slice_mut::<T>(shape)
+            .expect("a donated buffer is dense and unique")
+            .as_mut_ptr()
+            .cast::<u8>());
+        OutBuf { data, ptr: SendPtr(ptr), fresh: 0 }
+    }
+
+    /// The data, once every element has been written.
+    ///
+    /// # Safety
+    /// Every element `0..fresh` of a new buffer must have been written through `ptr`.
+    unsafe fn finish(mut self) -> Data {
+        if self.fresh > 0 {
+            let buf = std::sync::Arc::get_mut(&mut self.data.buf).expect("a new buffer has one owner");
+            crate::dispatch_dtype!(buf.dtype(), T => {
+                let v = T::vec_mut(buf).expect("the buffer holds its dtype");
+                // SAFETY: the capacity is `fresh` (`try_with_capacity`), and the caller promises
+                // all of those elements were written; elements are plain `Copy` values.
+                unsafe { v.set_len(self.fresh) }
+            });
+        }
+        self.data
+    }
+}
+
+/// Evaluates the group; `donated[k]` is an input's buffer that output `k` may overwrite (with the
+/// input index), `None` for a new buffer.
+fn eval_group(
+    group: &Fused,
+    inputs: &[Array],
+    donated: Vec<Option<(usize, Data)>>,
+    outputs: &[Spec],
+) -> Result<Vec<Data>> {
+    let shape: &[usize] = &outputs[0].shape;
+    let last_use = group.last_use();
+    let tiling = Tiling::new(shape);
+    let n: usize = shape.iter().product();
+    if tiling.count == 1 && donated.iter().all(Option::is_none) {
+        let ins: Vec<(&Data, &[usize], DType)> =
+            inputs.iter().map(|x| Ok((x.computed_data()?, x.shape(), x.dtype()))).collect::<Result<_>>()?;
+        let slice = slice_dtype(group, &ins);
+        let datas = run_tile(group, &ins, last_use, &tiling.tile(0), slice, TileOut::Returned)?;
+        // the tile is the whole output: its shape differs only in leading 1s
+        return Ok(datas.into_iter().map(|d| crate::backend::cpu::elementwise::dense(d, shape)).collect());
+    }
+    let mut outs: Vec<OutBuf> = Vec::with_capacity(outputs.len());
+    let mut read_from: SmallVec<[Option<usize>; 4]> = smallvec::smallvec![None; inputs.len()];
+    for (k, (o, d)) in outputs.iter().zip(donated).enumerate() {
+        outs.push(match d {
+            Some((x, data)) => {
+                read_from[x] = Some(k);
+                OutBuf::donated(data, shape)
+            }
+            None => OutBuf::new(o.dtype, n, shape)?,
+        });
+    }
+    // a donated input is read from its buffer, now held by its output
+    let ins: Vec<(&Data, &[usize], DType)> = inputs
+        .iter()
+        .zip(&read_from)
+        .map(|(x, k)| Ok((k.map_or_else(|| x.computed_data(), |k| Ok(&outs[k].data))?, x.shape(), x.dtype())))
+        .collect::<Result<_>>()?;
+    let slice = slice_dtype(group, &ins);
+    let ptrs: Vec<SendPtr> = outs.iter().map(|o| o.ptr).collect();
+    let run = |t: usize| -> Result<()> {
+        run_tile(group, &ins, last_use, &tiling.tile(t), slice, TileOut::Buffers(&ptrs)).map(drop)
+    };
+    if n >= PARALLEL_THRESHOLD {
+        (0..tiling.count).into_par_iter().try_for_each(run)?;
+    } else {
+        (0..tiling.count).try_for_each(run)?;
+    }
+    drop(ins);
+    // SAFETY: the tiles cover `0..n` (`Tiling`: every index of the earlier axes, every run of
+    // `axis`), and each ran without error, so every element of every output was written.
+    Ok(outs.into_iter().map(|o| unsafe { o.finish() }).collect())
 }
 
 impl CpuKernel for Fused {
     fn eval(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        eval_group(self, inputs, vec![None; outputs.len()], outputs)
+    }
+
+    /// Like the separate element-wise kernels, an output may take the buffer of an input that
+    /// nobody else can observe, of its dtype and of the group's whole shape (not broadcast).
+    fn eval_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
         let shape: &[usize] = &outputs[0].shape;
-        let ins: Vec<(&Data, &[usize], DType)> =
-            inputs.iter().map(|x| Ok((x.computed_data()?, x.shape(), x.dtype()))).collect::<Result<_>>()?;
-        let last_use = self.last_use();
-        let slice = slice_dtype(self, &ins);
-        let tiling = Tiling::new(shape);
-        if tiling.count == 1 {
-            let tile = tiling.tile(0);
-            let datas = run_tile(self, &ins, last_use, &tile, slice)?;
-            // the tile is the whole output: its shape differs only in leading 1s
-            return Ok(datas.into_iter().map(|d| crate::backend::cpu::elementwise::dense(d, shape)).collect());
-        }
-        let n: usize = shape.iter().product();
-        let mut buffers: Vec<Data> = Vec::with_capacity(outputs.len());
-        for o in outputs {
-            buffers.push(crate::dispatch_dtype!(o.dtype, T => Data::from_vec(try_filled(T::default(), n)?, shape)));
-        }
-        let ptrs = Outputs(
-            buffers
-                .iter_mut()
-                .map(|b| {
-                    SendPtr(crate::dispatch_dtype!(b.buf.dtype(), T => b
-                        .unique_slice_mut::<T>(shape)
-                        .expect("a new buffer is unique")
-                        .as_mut_ptr()
-                        .cast::<u8>()))
-                })
-                .collect(),
-        );
-        let run = |t: usize| -> Result<()> {
-            let tile = tiling.tile(t);
-            let datas = run_tile(self, &ins, last_use, &tile, slice)?;
-            for ((d, o), &p) in datas.iter().zip(outputs).zip(&ptrs.0) {
-                // SAFETY: `p` points at the start of the output buffer made above for `o`, of
-                // `n` elements of `o.dtype` (the `T` dispatched here). The tile's range
-                // `start .. start + numel(tile.shape)` lies inside `0..n` (`Tiling::tile`: a block
-                // of whole indices of `axis` under fixed earlier indices) and is disjoint from
-                // every other tile's, so no other thread touches it; the buffers live, untouched,
-                // until the loop ends (see `SendPtr`).
-                crate::dispatch_dtype!(o.dtype, T => unsafe { write_tile::<T>(p.0, tile.start, d, &tile.shape) });
+        let n = crate::shape::numel(shape);
+        let mut donated: Vec<Option<(usize, Data)>> = vec![None; outputs.len()];
+        if Tiling::new(shape).count > 1 {
+            let mut taken: SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
+            for (k, o) in outputs.iter().enumerate() {
+                for (x, input) in inputs.iter_mut().enumerate() {
+                    if taken[x] || input.shape() != shape {
+                        continue;
+                    }
+                    if let Some(data) = input.take_unique_data(o.dtype, n) {
+                        taken[x] = true;
+                        donated[k] = Some((x, data));
+                        break;
+                    }
+                }
             }
-            Ok(())
-        };
-        if n >= PARALLEL_THRESHOLD {
-            (0..tiling.count).into_par_iter().try_for_each(run)?;
-        } else {
-            (0..tiling.count).try_for_each(run)?;
         }
-        drop(ptrs);
-        Ok(buffers)
+        eval_group(self, &inputs, donated, outputs)
     }
 }
