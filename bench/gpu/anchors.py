@@ -321,8 +321,13 @@ def section_overhead():
             tj = []
             for _ in range(5):
                 t0 = time.perf_counter(); jax.block_until_ready(jf(x)); tj.append(time.perf_counter() - t0)
+            jv = jax.jit(f)
+            jax.block_until_ready(jv(x))
+            tv = []
+            for _ in range(5):
+                t0 = time.perf_counter(); jax.block_until_ready(jv(x)); tv.append(time.perf_counter() - t0)
             emit({"section": "overhead", "fw": "jax", "N": N, "eager_fwd_us_per_op": med(ts) / (3 * N) * 1e6,
-                  "jit_grad_us_per_op": med(tj) / (3 * N) * 1e6})
+                  "jit_grad_us_per_op": med(tj) / (3 * N) * 1e6, "jit_fwd_us_per_op": med(tv) / (3 * N) * 1e6})
     except Exception as e:
         emit({"section": "overhead", "fw": "jax", "error": repr(e)[:400]})
 

@@ -94,13 +94,20 @@ def main():
                              t.get("fwd_us_per_op"), j.get("eager_fwd_us_per_op"), False))
                 rows.append((f"per op grad, N={n}", "us", res and res["grad_eager"]["per_op_us"],
                              t.get("grad_us_per_op"), j.get("jit_grad_us_per_op"), False))
+                # compile(f) and compile(grad(f)) against JAX jit (the torch column stays eager)
+                rows.append((f"per op fwd compiled, N={n}", "us", res and res["fwd_compiled"]["per_op_us"],
+                             t.get("fwd_us_per_op"), j.get("jit_fwd_us_per_op"), False))
+                rows.append((f"per op grad compiled, N={n}", "us", res and res["grad_compiled"]["per_op_us"],
+                             t.get("grad_us_per_op"), j.get("jit_grad_us_per_op"), False))
         elif s == "mlp":
             pr = peers(a.python, "mlp")
             for b in (128, 4096):
                 r = ours(a.bin, "mlp", "--batch", b, "--reps", 5)
-                rows.append((f"MLP SGD step, batch {b}", "steps/s", r and r["results"]["eager"]["steps_per_s"],
-                             pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
-                             pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
+                for mode in ("eager", "compiled"):
+                    rows.append((f"MLP SGD step, batch {b}, {mode}", "steps/s",
+                                 r and r["results"][mode]["steps_per_s"],
+                                 pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
+                                 pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
         elif s == "gated_delta":
             pr = peers(a.python, "gdn_jax", IMPL="jax_chunk_ckpt_jit", TS="2048,8192")
             # T = 32768 for cotangent only: it must run, with memory linear in T

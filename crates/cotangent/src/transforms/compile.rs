@@ -48,6 +48,13 @@ use crate::{Array, DType, Error, Result, Shape};
 use smallvec::SmallVec;
 use std::sync::{Arc, RwLock};
 
+/// The most steps in one fused group. CUDA compiles one kernel per group, and NVRTC's time grows
+/// faster than the kernel: a 300-step chain compiles in about a second, while a 3000-step one
+/// (`overhead --n 1000 --modes fwd_compiled`) had not compiled after five minutes. A longer
+/// chain becomes several groups, each passing one array to the next; on the CPU that costs one
+/// tile-sized copy per group and changes no value.
+const MAX_GROUP_STEPS: usize = 256;
+
 /// Compile `f`: the returned function traces `f` on its first call for each input signature
 /// (shapes, dtypes, devices), simplifies and fuses the traced graph, caches it, and replays it
 /// on later calls with that signature. A new signature traces again.
@@ -348,7 +355,8 @@ impl Program {
         self.steps = steps;
     }
 
-    /// Fuses groups of element-wise steps (see the module docs).
+    /// Fuses groups of element-wise steps (see the module docs), at most [`MAX_GROUP_STEPS`]
+    /// each.
     fn fuse(&mut self) {
         let n = self.steps.len();
         // which group each step joined; groups: (first step, shape, members)
@@ -376,10 +384,11 @@ impl Program {
                 candidates.push(g);
             }
             let joins = candidates.into_iter().find(|&g| {
-                step.inputs.iter().all(|r| match *r {
-                    Ref::Step(t, _) => group_of[t] == Some(g) || t < groups[g].0,
-                    _ => true,
-                })
+                groups[g].2.len() < MAX_GROUP_STEPS
+                    && step.inputs.iter().all(|r| match *r {
+                        Ref::Step(t, _) => group_of[t] == Some(g) || t < groups[g].0,
+                        _ => true,
+                    })
             });
             let g = match joins {
                 Some(g) => g,
