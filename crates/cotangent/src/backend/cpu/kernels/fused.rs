@@ -208,7 +208,19 @@ fn run_tile_slices<T: Float>(
 ) -> Option<Result<Vec<Data>>> {
     let len = crate::shape::numel(&tile.shape);
     let mut ins: SmallVec<[SliceValue<T>; 4]> = SmallVec::with_capacity(inputs.len());
-    for &(data, shape, _) in inputs {
+    for (x, &(data, shape, _)) in inputs.iter().enumerate() {
+        if let TileOut::Buffers { donated_inputs, .. } = out {
+            if let Some(p) = donated_inputs[x] {
+                // SAFETY: `p` is the start of the donated buffer of input `x`, `numel` elements of
+                // `T` (the group's shape, dense), now also an output; this tile reads only its
+                // own range `tile.start .. + len`, before writing it, and no other tile touches
+                // that range (see `SendPtr`). Only this range is borrowed, never the whole buffer.
+                ins.push(SliceValue::Input(unsafe {
+                    std::slice::from_raw_parts((p.0 as *const T).add(tile.start), len)
+                }));
+                continue;
+            }
+        }
         let buf = data.buf.as_slice::<T>();
         ins.push(if shape.iter().product::<usize>() == 1 {
             SliceValue::Scalar(buf[data.offset])
@@ -253,7 +265,7 @@ fn run_tile_slices<T: Float>(
         SliceValue::Scalar(x) => Err(x),
         SliceValue::Input(_) => unreachable!("a step's value is a scalar or in a slot"),
     };
-    if let TileOut::Buffers(outs) = out {
+    if let TileOut::Buffers { outs, .. } = out {
         for (&e, p) in group.exports().iter().zip(outs) {
             // SAFETY: `p` is the start of an output buffer of `T` (every step of the slice path
             // has dtype `T`, exports included) with room for the elements of this tile's range
@@ -280,11 +292,12 @@ fn run_tile_slices<T: Float>(
 }
 
 /// Where [`run_tile`] leaves a tile's exports: returned as data, or written into the output
-/// buffers at the tile's range (then it returns no data).
+/// buffers at the tile's range (then it returns no data). `donated_inputs[x]` is the buffer of
+/// input `x` when an output took it: the slice path then reads the tile's range through it.
 #[derive(Clone, Copy)]
 enum TileOut<'a> {
     Returned,
-    Buffers(&'a [SendPtr]),
+    Buffers { outs: &'a [SendPtr], donated_inputs: &'a [Option<SendPtr>] },
 }
 
 /// Runs the group's steps on one tile; returns the exports' data (dense, the tile's shape), or
@@ -308,10 +321,14 @@ fn run_tile(
     if let Some(r) = fast {
         return r;
     }
-    let datas = run_tile_steps(group, inputs, last_use, tile)?;
-    let TileOut::Buffers(outs) = out else {
-        return Ok(datas);
+    let TileOut::Buffers { outs, donated_inputs } = out else {
+        return run_tile_steps(group, inputs, last_use, tile);
     };
+    if donated_inputs.iter().any(Option::is_some) {
+        // `eval_owned` donates only to groups the slice path runs whole (`runs_on_slices`)
+        return Err(Error::Eval("fused: a group with a donated input left the slice path".into()));
+    }
+    let datas = run_tile_steps(group, inputs, last_use, tile)?;
     for ((d, &e), &p) in datas.iter().zip(group.exports()).zip(outs) {
         // SAFETY: `p` is the start of the output buffer of export `e`, of its dtype (the `T`
         // dispatched here), with room for this tile's range `tile.start .. + numel(tile.shape)`,
@@ -513,9 +530,9 @@ fn eval_group(
         .collect::<Result<_>>()?;
     let slice = slice_dtype(group, &ins);
     let ptrs: Vec<SendPtr> = outs.iter().map(|o| o.ptr).collect();
-    let run = |t: usize| -> Result<()> {
-        run_tile(group, &ins, last_use, &tiling.tile(t), slice, TileOut::Buffers(&ptrs)).map(drop)
-    };
+    let donated_inputs: SmallVec<[Option<SendPtr>; 4]> = read_from.iter().map(|k| k.map(|k| outs[k].ptr)).collect();
+    let out = TileOut::Buffers { outs: &ptrs, donated_inputs: &donated_inputs };
+    let run = |t: usize| -> Result<()> { run_tile(group, &ins, last_use, &tiling.tile(t), slice, out).map(drop) };
     if n >= PARALLEL_THRESHOLD {
         (0..tiling.count).into_par_iter().try_for_each(run)?;
     } else {
@@ -527,18 +544,42 @@ fn eval_group(
     Ok(outs.into_iter().map(|o| unsafe { o.finish() }).collect())
 }
 
+/// Whether every tile of `group` over `inputs` takes the slice path from start to end: its
+/// steps are all ones the slice path runs (probed on empty slices), in one float dtype, and every
+/// input is one element or dense with the group's whole `shape`.
+fn runs_on_slices(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<bool> {
+    let ins: Vec<(&Data, &[usize], DType)> =
+        inputs.iter().map(|x| Ok((x.computed_data()?, x.shape(), x.dtype()))).collect::<Result<_>>()?;
+    let dense = ins.iter().all(|(d, s, _)| crate::shape::numel(s) == 1 || (*s == shape && d.is_contiguous(s)));
+    fn steps_run<T: Float>(group: &Fused) -> bool {
+        group.step_ops().iter().all(|op| match *op {
+            StepOp::Unary(u) => float_unary_slice::<T>(u, &[], &mut []).is_some(),
+            StepOp::Binary(b) => float_binary_slice::<T>(b, Side::Slice(&[]), Side::Slice(&[]), &mut []).is_some(),
+            StepOp::Other => false,
+        })
+    }
+    Ok(dense
+        && match slice_dtype(group, &ins) {
+            Some(DType::F32) => steps_run::<f32>(group),
+            Some(DType::F64) => steps_run::<f64>(group),
+            _ => false,
+        })
+}
+
 impl CpuKernel for Fused {
     fn eval(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
         eval_group(self, inputs, vec![None; outputs.len()], outputs)
     }
 
     /// Like the separate element-wise kernels, an output may take the buffer of an input that
-    /// nobody else can observe, of its dtype and of the group's whole shape (not broadcast).
+    /// nobody else can observe, of its dtype and of the group's whole shape (not broadcast), when
+    /// the slice path runs the whole group (each tile then reads its range of that input
+    /// before writing it, and borrows no more of the buffer than that range).
     fn eval_owned(&self, mut inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
         let shape: &[usize] = &outputs[0].shape;
         let n = crate::shape::numel(shape);
         let mut donated: Vec<Option<(usize, Data)>> = vec![None; outputs.len()];
-        if Tiling::new(shape).count > 1 {
+        if Tiling::new(shape).count > 1 && runs_on_slices(self, &inputs, shape)? {
             let mut taken: SmallVec<[bool; 4]> = smallvec::smallvec![false; inputs.len()];
             for (k, o) in outputs.iter().enumerate() {
                 for (x, input) in inputs.iter_mut().enumerate() {
