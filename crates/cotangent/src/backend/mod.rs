@@ -356,7 +356,7 @@ fn no_cuda(n: usize) -> crate::Error {
 }
 
 /// A recording of the descriptors that reach the backends, for tests that check the seam: every
-/// computation a primitive asks for arrives at [`eval`] as an [`Op`] for a device. Behind the
+/// computation a primitive asks for arrives at the backends' `eval` as an [`Op`] for a device. Behind the
 /// `test-hooks` feature; not part of the API.
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
