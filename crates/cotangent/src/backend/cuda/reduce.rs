@@ -555,7 +555,7 @@ fn permuted_back(shape: &[usize], perm: &[usize]) -> crate::shape::Strides {
 /// out each element itself), integers in wrapping i64, f16/bf16 in f32.
 ///
 /// Products: one thread per row walks it in order, so the result is the CPU's sequential one.
-/// Sums over axes longer than [`SCAN_CHUNK`] are cut into chunks of about `sqrt(r)` elements:
+/// Sums over axes longer than `SCAN_CHUNK` are cut into chunks of about `sqrt(r)` elements:
 /// one thread per chunk adds it up, one per row scans the chunk totals, and one per chunk scans
 /// it from its offset. Float sums are compensated (see the module documentation), so every
 /// running sum is within a few roundings of the exact one however long the axis.
