@@ -104,7 +104,7 @@ template <int K> struct ct_args {
    software sequence on GPUs and bounded the strided kernels at half the memory bandwidth). */
 template <int K> __device__ __forceinline__ void ct_offsets(const ct_args<K>& a, i64 i, i64* o) {
     if (a.contig & 1) {
-        for (int k = 0; k < K; k++) o[k] = ((a.contig >> (k + 1)) & 1) ? 0 : i;
+        for (int k = 0; k < K; k++) o[k] = (k < 62 && ((a.contig >> (k + 1)) & 1)) ? 0 : i;
         return;
     }
     for (int k = 0; k < K; k++) o[k] = 0;
@@ -203,8 +203,13 @@ impl Layout {
             )));
         }
         let n: usize = shape.iter().product();
-        let dense = dims.len() <= 1 && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0));
-        let scalars = st.first().map_or(0, |s| (0..k).filter(|&j| s[j] == 0).fold(0i64, |m, j| m | 2 << j));
+        // `contig` flags broadcast scalars in bits 1..=62: an operand past those that is a
+        // broadcast scalar sends the launch down the strided path instead
+        let flagged = k.min(62);
+        let dense = dims.len() <= 1
+            && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0))
+            && st.first().is_none_or(|s| s[flagged..].iter().all(|&x| x != 0));
+        let scalars = st.first().map_or(0, |s| (0..flagged).filter(|&j| s[j] == 0).fold(0i64, |m, j| m | 2 << j));
         let contig = if dense { 1 | scalars } else { 0 };
         let mut words: SmallVec<[i64; 59]> = smallvec::smallvec![0i64; 3 + MAX_DIMS * (k + 1)];
         words[..3].copy_from_slice(&[n as i64, dims.len() as i64, contig]);

@@ -212,14 +212,17 @@ pub(super) fn map_source(header: &str, name: &str, outs: &str, in_ts: &[&str], b
     let k = in_ts.len();
     let params: String = in_ts.iter().enumerate().map(|(j, t)| format!("const {t}* __restrict__ a{j}, ")).collect();
     let used: Vec<usize> = (0..k).filter(|j| body.contains(&format!("@{j}@"))).collect();
+    // loads in flight per thread: DENSE_UNROLL per operand for a few operands, fewer per operand
+    // for a fused group reading many (their registers would spill to local memory)
+    let unroll = (DENSE_UNROLL as usize * 4 / used.len().max(1)).clamp(1, DENSE_UNROLL as usize);
     let mut loads = String::new();
     let mut dense_body = body.to_string();
     let mut strided_body = body.to_string();
     for &j in &used {
         let t = in_ts[j];
         loads.push_str(&format!(
-            "      {t} ld{j}[{DENSE_UNROLL}];\n      \
-             _Pragma(\"unroll\") for (int u = 0; u < {DENSE_UNROLL}; u++) {{ i64 i = b + u * stride; \
+            "      {t} ld{j}[{unroll}];\n      \
+             _Pragma(\"unroll\") for (int u = 0; u < {unroll}; u++) {{ i64 i = b + u * stride; \
              if (i < g.n) ld{j}[u] = a{j}[scalar[{j}] ? 0 : i]; }}\n"
         ));
         dense_body = dense_body.replace(&format!("@{j}@"), &format!("ld{j}[u]"));
@@ -230,10 +233,10 @@ pub(super) fn map_source(header: &str, name: &str, outs: &str, in_ts: &[&str], b
          if (g.contig & 1) {{\n    \
            const i64 stride = (i64)blockDim.x * gridDim.x;\n    \
            bool scalar[{k}];\n    \
-           for (int k = 0; k < {k}; k++) scalar[k] = (g.contig >> (k + 1)) & 1;\n    \
-           for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {DENSE_UNROLL} * stride) {{\n\
+           for (int k = 0; k < {k}; k++) scalar[k] = k < 62 && ((g.contig >> (k + 1)) & 1);\n    \
+           for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {unroll} * stride) {{\n\
 {loads}      \
-             _Pragma(\"unroll\") for (int u = 0; u < {DENSE_UNROLL}; u++) {{\n        \
+             _Pragma(\"unroll\") for (int u = 0; u < {unroll}; u++) {{\n        \
                i64 i = b + u * stride;\n        \
                if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = scalar[k] ? 0 : i; {dense_body} }}\n      \
              }}\n    \
