@@ -53,9 +53,9 @@ use std::sync::{Arc, RwLock};
 /// 1000 --modes fwd_compiled` (a 3000-step chain) did not finish within five minutes as one group
 /// nor with groups of 1024 steps, and finished with groups of 256 (0.15 µs per op once
 /// compiled). A longer chain becomes several groups, each passing its values to the next; no
-/// value changes. The cost: a cut group that must export more values than a kernel takes outputs
-/// (64) runs on the host, so the gradient of a 100-link chain, cut, runs at 3.1 µs per op instead
-/// of 0.4 (still 6× under PyTorch eager).
+/// value changes. A cut group may export many values (a gradient's forward group exports what its
+/// backward steps read): the kernel takes its pointers as launch parameters, up to 32,000 bytes
+/// (see `backend::cuda::fused`), so such groups still run as one kernel.
 const MAX_GPU_GROUP_STEPS: usize = 256;
 
 /// Compile `f`: the returned function traces `f` on its first call for each input signature

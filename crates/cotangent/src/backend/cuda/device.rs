@@ -77,7 +77,6 @@ pub struct CudaDevice {
     arch: (i32, i32),
     sm_count: usize,
     blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
-    lt: Mutex<Option<super::matmul::Lt>>,
     kernels: Mutex<HashMap<String, Kernel>>,
     pub(crate) alloc: Allocator,
 }
@@ -119,7 +118,6 @@ impl CudaDevice {
             arch,
             sm_count: sm_count.max(1),
             blas: Mutex::new(None),
-            lt: Mutex::new(None),
             kernels: Mutex::new(HashMap::new()),
             alloc: Allocator::default(),
         })
@@ -271,28 +269,5 @@ impl CudaDevice {
         }
         self.bind()?;
         f(blas.as_ref().expect("set above"))
-    }
-
-    /// Run `f` with this device's cuBLASLt state (handle, workspace, chosen algorithms; created
-    /// on first use), or `Ok(None)` when libcublasLt cannot be loaded.
-    pub(crate) fn with_lt<R>(&self, f: impl FnOnce(&mut super::matmul::Lt) -> Result<R>) -> Result<Option<R>> {
-        let mut lt = self.lt.lock().map_err(|_| self.error("cuBLASLt state poisoned"))?;
-        if lt.is_none() {
-            // SAFETY: only `dlopen`s libcublasLt under cudarc's candidate names.
-            if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
-                return Ok(None);
-            }
-            self.bind()?;
-            let handle = cudarc::cublaslt::result::create_handle()
-                .map_err(|x| self.error(format!("creating the cuBLASLt handle: {x:?}")))?;
-            // NVIDIA's recommended workspace (32 MiB on Hopper), kept for the life of the process
-            let bytes = if self.arch.0 >= 9 { 32 << 20 } else { 4 << 20 };
-            // SAFETY: a plain device allocation of `bytes` on this device's (bound) context.
-            let ws = unsafe { dr::malloc_sync(bytes) }
-                .map_err(|x| self.error(format!("allocating the cuBLASLt workspace ({bytes} bytes): {x}")))?;
-            *lt = Some(super::matmul::Lt::new(handle, ws, bytes));
-        }
-        self.bind()?;
-        f(lt.as_mut().expect("set above")).map(Some)
     }
 }

@@ -209,12 +209,26 @@ const DENSE_UNROLL: u32 = 8;
 /// kernel needs several. Strided launches compute each operand's offset from the element
 /// number.
 pub(super) fn map_source(header: &str, name: &str, outs: &str, in_ts: &[&str], body: &str) -> String {
+    map_source_unrolled(header, name, outs, in_ts, body, DENSE_UNROLL as usize)
+}
+
+/// [`map_source`] with at most `max_unroll` elements per thread and grid step on the dense
+/// path: a long body (a fused group of many steps) is compute-bound already, and each unrolled
+/// copy of it lengthens NVRTC's compile.
+pub(super) fn map_source_unrolled(
+    header: &str,
+    name: &str,
+    outs: &str,
+    in_ts: &[&str],
+    body: &str,
+    max_unroll: usize,
+) -> String {
     let k = in_ts.len();
     let params: String = in_ts.iter().enumerate().map(|(j, t)| format!("const {t}* __restrict__ a{j}, ")).collect();
     let used: Vec<usize> = (0..k).filter(|j| body.contains(&format!("@{j}@"))).collect();
     // loads in flight per thread: DENSE_UNROLL per operand for a few operands, fewer per operand
     // for a fused group reading many (their registers would spill to local memory)
-    let unroll = (DENSE_UNROLL as usize * 4 / used.len().max(1)).clamp(1, DENSE_UNROLL as usize);
+    let unroll = (DENSE_UNROLL as usize * 4 / used.len().max(1)).clamp(1, max_unroll.clamp(1, DENSE_UNROLL as usize));
     let mut loads = String::new();
     let mut dense_body = body.to_string();
     let mut strided_body = body.to_string();

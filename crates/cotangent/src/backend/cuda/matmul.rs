@@ -9,12 +9,6 @@
 //! three arrays; the innermost merged batch axis goes to cuBLAS as the strided batch, the outer
 //! ones are looped over on the host.
 //!
-//! Half-precision (f16, bf16) products go through cuBLASLt with its heuristics, a 32 MiB
-//! workspace and the operands' actual pointer alignment, the chosen algorithm cached per
-//! problem. `COTANGENT_CUDA_BLASLT=0` sends them through `cublasGemmStridedBatchedEx` instead
-//! (as does a problem cuBLASLt has no algorithm for); `=2` sends f32 products through cuBLASLt
-//! too.
-//!
 //! Compute types are explicit: f32 products use `CUBLAS_COMPUTE_32F` (exact f32, no TF32)
 //! unless [`set_tf32`] or `COTANGENT_CUDA_TF32=1` allows TF32; f16 and bf16 accumulate in f32;
 //! f64 uses `CUBLAS_COMPUTE_64F`. Integer and bool products are not supported here (`Err`).
@@ -25,8 +19,6 @@ use super::storage::CudaData;
 use crate::backend::cpu::elementwise::broadcast_strides;
 use crate::{DType, Result};
 use cudarc::cublas::sys as bs;
-use cudarc::cublaslt::{result as lr, sys as ls};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -162,64 +154,20 @@ pub fn matmul(
     } else {
         (&one32 as *const f32 as *const c_void, &zero32 as *const f32 as *const c_void)
     };
-    let lt_mode = lt_mode();
-    let use_lt = match d {
-        DType::F16 | DType::BF16 => lt_mode >= 1,
-        DType::F32 => lt_mode == 2,
-        _ => false,
-    };
-    let offsets = |o: usize| {
-        let (mut rem, mut offs) = (o, [0isize; 3]);
-        for ax in (0..outer_dims.len()).rev() {
-            let i = (rem % outer_dims[ax]) as isize;
-            rem /= outer_dims[ax];
-            for t in 0..3 {
-                offs[t] += i * outer_strides[ax][t];
-            }
-        }
-        let at = |p: u64, off: isize| (p as i64 + off as i64 * es as i64) as u64;
-        (at(oa.x.ptr(), offs[0]), at(ob.x.ptr(), offs[1]), at(out.ptr(), offs[2]))
-    };
-    if use_lt {
-        let mut done = 0;
-        let lt_dt = match d {
-            DType::F16 => ls::cudaDataType::CUDA_R_16F,
-            DType::BF16 => ls::cudaDataType::CUDA_R_16BF,
-            _ => ls::cudaDataType::CUDA_R_32F,
-        };
-        let lt_ct = if d == DType::F32 && tf32_allowed() {
-            ls::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
-        } else {
-            ls::cublasComputeType_t::CUBLAS_COMPUTE_32F
-        };
-        dev.with_lt(|lt| {
-            for o in 0..outer {
-                let (pa, pb, pc) = offsets(o);
-                let problem = LtProblem {
-                    types: [lt_dt as i32, lt_ct as i32],
-                    mnk: [m as u64, n as u64, k as u64],
-                    trans: [ob.trans, oa.trans],
-                    ld: [ob.ld, oa.ld],
-                    batch: inner as i32,
-                    batch_strides: [inner_st[1] as i64, inner_st[0] as i64, inner_st[2] as i64],
-                    align: [alignment(pb), alignment(pa), alignment(pc)],
-                };
-                // SAFETY: as for `gemm` below: the pointers address the live operands and the
-                // fresh output, laid out as `problem` describes.
-                if !unsafe { lt.gemm(dev, &problem, (lt_dt, lt_ct), (pb, pa, pc)) }? {
-                    break;
-                }
-                done += 1;
-            }
-            Ok(())
-        })?;
-        if done == outer {
-            return Ok(out);
-        }
-    }
     dev.with_blas(|blas| {
         for o in 0..outer {
-            let (pa, pb, pc) = offsets(o);
+            // offsets of this outer batch element
+            let (mut rem, mut offs) = (o, [0isize; 3]);
+            for ax in (0..outer_dims.len()).rev() {
+                let i = (rem % outer_dims[ax]) as isize;
+                rem /= outer_dims[ax];
+                for t in 0..3 {
+                    offs[t] += i * outer_strides[ax][t];
+                }
+            }
+            let pa = (oa.x.ptr() as i64 + offs[0] as i64 * es as i64) as u64;
+            let pb = (ob.x.ptr() as i64 + offs[1] as i64 * es as i64) as u64;
+            let pc = (out.ptr() as i64 + offs[2] as i64 * es as i64) as u64;
             gemm(
                 dev,
                 blas,
@@ -314,219 +262,4 @@ fn gemm(
         )
     }
     .map_err(failed)
-}
-
-/// How products use cuBLASLt: 0 not decided yet (read the environment), else the mode + 1.
-static BLASLT: AtomicU8 = AtomicU8::new(0);
-
-/// Which products go through cuBLASLt: 0 none, 1 f16 and bf16 (the default), 2 f32 as well;
-/// `COTANGENT_CUDA_BLASLT=0|1|2` chooses at start.
-fn lt_mode() -> u8 {
-    match BLASLT.load(Ordering::Relaxed) {
-        0 => {
-            let mode = match std::env::var("COTANGENT_CUDA_BLASLT").as_deref() {
-                Ok("0") | Ok("false") => 0,
-                Ok("2") => 2,
-                _ => 1,
-            };
-            BLASLT.store(mode + 1, Ordering::Relaxed);
-            mode
-        }
-        v => v - 1,
-    }
-}
-
-/// The largest power of two (up to 256) dividing the device address `p`: the alignment
-/// cuBLASLt may assume for an operand.
-fn alignment(p: u64) -> u32 {
-    (1u32 << p.trailing_zeros().min(8)).max(1)
-}
-
-/// One product as cuBLASLt sees it (column-major `C(n×m) = op(A)·op(B)` where cuBLASLt's A is
-/// our `b` and its B our `a`): what its algorithm choice depends on.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct LtProblem {
-    /// Element and compute types.
-    types: [i32; 2],
-    /// cotangent's `m, n, k`.
-    mnk: [u64; 3],
-    /// Transpose flags of cuBLASLt's A and B.
-    trans: [bool; 2],
-    /// Leading dimensions of cuBLASLt's A and B (C's is `n`).
-    ld: [i64; 2],
-    batch: i32,
-    /// Batch strides of cuBLASLt's A, B and C, in elements.
-    batch_strides: [i64; 3],
-    /// Pointer alignments of A, B and C (D is C).
-    align: [u32; 3],
-}
-
-/// A device's cuBLASLt state: the handle, its workspace and the algorithm chosen for each
-/// problem seen (`None`: cuBLASLt has none, use cuBLAS).
-pub(crate) struct Lt {
-    handle: ls::cublasLtHandle_t,
-    workspace: u64,
-    workspace_bytes: usize,
-    algos: HashMap<LtProblem, Option<ls::cublasLtMatmulAlgo_t>>,
-}
-
-// SAFETY: the handle is an opaque library handle used only under the device's `Mutex` (one
-// thread at a time), on that device's context and stream; the workspace is a device address.
-unsafe impl Send for Lt {}
-
-/// Destroys cuBLASLt descriptors when a product's call ends, whatever path it takes.
-#[derive(Default)]
-struct Descriptors {
-    desc: Option<ls::cublasLtMatmulDesc_t>,
-    layouts: Vec<ls::cublasLtMatrixLayout_t>,
-    pref: Option<ls::cublasLtMatmulPreference_t>,
-}
-
-impl Drop for Descriptors {
-    fn drop(&mut self) {
-        // SAFETY: each descriptor was created by cuBLASLt, is destroyed once, and no call that
-        // uses it is in progress (cuBLASLt reads descriptors during the call only).
-        unsafe {
-            if let Some(d) = self.desc {
-                let _ = lr::destroy_matmul_desc(d);
-            }
-            for &l in &self.layouts {
-                let _ = lr::destroy_matrix_layout(l);
-            }
-            if let Some(p) = self.pref {
-                let _ = lr::destroy_matmul_pref(p);
-            }
-        }
-    }
-}
-
-impl Lt {
-    pub(crate) fn new(handle: ls::cublasLtHandle_t, workspace: u64, workspace_bytes: usize) -> Lt {
-        Lt { handle, workspace, workspace_bytes, algos: HashMap::new() }
-    }
-
-    /// Runs `problem` on `(a, b, c)` (cuBLASLt's A and B, and the output) with f32 accumulation;
-    /// `Ok(false)` when cuBLASLt has no algorithm for it (nothing was launched).
-    ///
-    /// # Safety
-    ///
-    /// The three addresses must be live device buffers of `dev` holding the matrices `problem`
-    /// describes (sizes, leading dimensions, batch count and strides), `c` not overlapping the
-    /// others, and the alignments in `problem` must be those of the addresses.
-    unsafe fn gemm(
-        &mut self,
-        dev: &CudaDevice,
-        problem: &LtProblem,
-        (dt, ct): (ls::cudaDataType, ls::cublasComputeType_t),
-        (a, b, c): (u64, u64, u64),
-    ) -> Result<bool> {
-        let failed =
-            |what: &str, e: lr::CublasError| dev.error(format!("cuBLASLt {what} ({:?} {dt:?}): {e:?}", problem.mnk));
-        let [m, n, k] = problem.mnk;
-        let mut d = Descriptors::default();
-        let desc = lr::create_matmul_desc(ct, ls::cudaDataType::CUDA_R_32F).map_err(|e| failed("descriptor", e))?;
-        d.desc = Some(desc);
-        let op =
-            |t: bool| if t { bs::cublasOperation_t::CUBLAS_OP_T } else { bs::cublasOperation_t::CUBLAS_OP_N } as i32;
-        for (attr, t) in [
-            (ls::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, problem.trans[0]),
-            (ls::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB, problem.trans[1]),
-        ] {
-            let v = op(t);
-            // SAFETY: the transpose attributes take an `int32_t` (a `cublasOperation_t`).
-            unsafe { lr::set_matmul_desc_attribute(desc, attr, &v as *const i32 as *const c_void, 4) }
-                .map_err(|e| failed("transpose", e))?;
-        }
-        // stored shapes (rows × cols, column-major) of A, B and C
-        let stored = |t: bool, r: u64, c: u64| if t { (c, r) } else { (r, c) };
-        let shapes = [stored(problem.trans[0], n, k), stored(problem.trans[1], k, m), (n, m)];
-        let lds = [problem.ld[0], problem.ld[1], n as i64];
-        for ((rows, cols), (ld, stride)) in shapes.into_iter().zip(lds.into_iter().zip(problem.batch_strides)) {
-            let l = lr::create_matrix_layout(dt, rows, cols, ld).map_err(|e| failed("layout", e))?;
-            d.layouts.push(l);
-            if problem.batch > 1 {
-                // SAFETY: the batch count is an `int32_t`, the batch offset an `int64_t`.
-                unsafe {
-                    lr::set_matrix_layout_attribute(
-                        l,
-                        ls::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                        &problem.batch as *const i32 as *const c_void,
-                        4,
-                    )
-                    .and_then(|_| {
-                        lr::set_matrix_layout_attribute(
-                            l,
-                            ls::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                            &stride as *const i64 as *const c_void,
-                            8,
-                        )
-                    })
-                }
-                .map_err(|e| failed("batch", e))?;
-            }
-        }
-        let (la, lb, lc) = (d.layouts[0], d.layouts[1], d.layouts[2]);
-        let algo = match self.algos.get(problem) {
-            Some(a) => *a,
-            None => {
-                let pref = lr::create_matmul_pref().map_err(|e| failed("preference", e))?;
-                d.pref = Some(pref);
-                let ws = self.workspace_bytes as u64;
-                use ls::cublasLtMatmulPreferenceAttributes_t as P;
-                let attrs = [
-                    (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, problem.align[0]),
-                    (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, problem.align[1]),
-                    (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, problem.align[2]),
-                    (P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, problem.align[2]),
-                ];
-                // SAFETY: the workspace limit is a `uint64_t`, the alignments `uint32_t`s.
-                unsafe {
-                    lr::set_matmul_pref_attribute(
-                        pref,
-                        P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                        &ws as *const u64 as *const c_void,
-                        8,
-                    )
-                    .map_err(|e| failed("workspace preference", e))?;
-                    for (attr, v) in attrs {
-                        lr::set_matmul_pref_attribute(pref, attr, &v as *const u32 as *const c_void, 4)
-                            .map_err(|e| failed("alignment preference", e))?;
-                    }
-                }
-                // SAFETY: live descriptors created above.
-                let found = unsafe { lr::get_matmul_algo_heuristic(self.handle, desc, la, lb, lc, lc, pref) };
-                let algo = found.ok().map(|h| h.algo);
-                self.algos.insert(problem.clone(), algo);
-                algo
-            }
-        };
-        let Some(algo) = algo else { return Ok(false) };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        // SAFETY: the caller guarantees the operands (see `# Safety`); the descriptors are live,
-        // the algorithm was chosen for them with this workspace size and these alignments, the
-        // workspace is this device's and used only on its stream, and alpha/beta are f32 scalars
-        // as the f32 scale type takes.
-        unsafe {
-            lr::matmul(
-                self.handle,
-                desc,
-                &alpha as *const f32 as *const c_void,
-                &beta as *const f32 as *const c_void,
-                a as *const c_void,
-                la,
-                b as *const c_void,
-                lb,
-                c as *const c_void,
-                lc,
-                c as *mut c_void,
-                lc,
-                &algo,
-                self.workspace as *mut c_void,
-                self.workspace_bytes,
-                dev.cu_stream() as ls::cudaStream_t,
-            )
-        }
-        .map_err(|e| failed("matmul", e))?;
-        Ok(true)
-    }
 }
