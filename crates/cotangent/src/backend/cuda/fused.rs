@@ -275,3 +275,65 @@ mod tests {
         }
     }
 }
+
+/// A measurement, not a check (ignored by default): how long NVRTC takes to compile the fused
+/// kernels of compiled chains `sin(x)*1.01+0.1` of 100 and 1000 links and their gradients, as
+/// traced on the CPU (groups uncut). Needs libnvrtc, not a GPU:
+/// `LD_LIBRARY_PATH=<dir of libnvrtc.so.13> cargo test --release --features cuda -p cotangent --lib
+/// nvrtc_time -- --ignored --nocapture`. Results in bench/RESULTS.md.
+#[cfg(test)]
+mod nvrtc_timing {
+    use super::*;
+    use crate::backend::cuda::nvrtc;
+
+    #[test]
+    #[ignore = "a measurement of NVRTC compile time; needs libnvrtc"]
+    fn nvrtc_time_of_compiled_chains() {
+        if !nvrtc::available() {
+            println!("no nvrtc");
+            return;
+        }
+        for n in [100usize, 1000] {
+            for grad in [false, true] {
+                let chain = move |x: &Array| {
+                    let mut x = x.clone();
+                    for _ in 0..n {
+                        x = x.sin() * 1.01 + 0.1;
+                    }
+                    x.sum_all()
+                };
+                let g = crate::grad(move |x: &[Array]| chain(&x[0]));
+                let f = crate::compile(move |x: &[Array]| if grad { g(x).unwrap() } else { vec![chain(&x[0])] });
+                let x = Array::from_slice(&[0.5f32; 16], &[16]);
+                let outs = f(&[x]).unwrap();
+                let mut stack: Vec<Array> = outs.clone();
+                let mut seen = std::collections::HashSet::new();
+                let mut total = 0.0;
+                let mut groups = 0;
+                while let Some(a) = stack.pop() {
+                    if !seen.insert(a.node_id()) {
+                        continue;
+                    }
+                    if let Some(Op::Fused(group)) = a.node.primitive().map(|p| p.op()) {
+                        let dtypes: Vec<DType> = a.node.inputs().iter().map(|x| x.dtype()).collect();
+                        let src = source(group, &dtypes, "ct_fused_t");
+                        let t = std::time::Instant::now();
+                        nvrtc::check_compiles(&src, "ct_fused_t", (9, 0)).unwrap();
+                        let dt = t.elapsed().as_secs_f64();
+                        total += dt;
+                        groups += 1;
+                        println!(
+                            "n={n} grad={grad}: group of {} steps, {} inputs, {} exports: {:.2} s",
+                            group.steps().len(),
+                            dtypes.len(),
+                            group.exports().len(),
+                            dt
+                        );
+                    }
+                    stack.extend(a.node.inputs().iter().cloned());
+                }
+                println!("n={n} grad={grad}: {groups} groups, {total:.1} s of NVRTC");
+            }
+        }
+    }
+}
