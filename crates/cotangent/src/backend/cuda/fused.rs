@@ -227,11 +227,10 @@ mod tests {
     /// path), once with scalars past the 62 flagged operands (the strided path).
     #[test]
     fn wide_groups_run_as_one_kernel() {
-        if !super::super::cuda_available() {
-            println!("no CUDA device");
-            return;
-        }
-        let cuda = crate::Device::Cuda(0);
+        // without a GPU the group is traced on the CPU and its kernel only compiled by NVRTC
+        // (where libnvrtc loads): 99 pointers and a 6.4 KiB layout fit the parameter space
+        let on_gpu = super::super::cuda_available();
+        let cuda = if on_gpu { crate::Device::Cuda(0) } else { crate::Device::Cpu };
         let body = |x: &[Array]| {
             let mut acc = x[0].clone();
             let mut outs = Vec::new();
@@ -262,8 +261,17 @@ mod tests {
                 panic!("{:?} is not fused", compiled[0]);
             };
             assert!(group.exports().len() >= 147 && node.inputs().len() == 99, "{:?}", compiled[0]);
+            if !on_gpu {
+                if nvrtc::available() && !scalars_past_62 {
+                    let dtypes = vec![DType::F32; 99];
+                    let src = source(group, &dtypes, "ct_fused_wide");
+                    let size = nvrtc::check_compiles(&src, "ct_fused_wide", (9, 0)).unwrap_or_else(|e| panic!("{e}"));
+                    assert!(size > 0);
+                }
+                continue;
+            }
             let direct = fused(group, &node.inputs(), &[3, 1000]).expect("launch");
-            assert!(direct.is_some(), "a group of 99 inputs and 148 exports ran on the host");
+            assert!(direct.is_some(), "a group of 99 inputs and 147 exports ran on the host");
             for (i, (c, e)) in compiled.iter().zip(&eager).enumerate() {
                 assert_eq!(c.device(), cuda);
                 let (c, e) = (c.to_vec::<f32>().unwrap(), e.to_vec::<f32>().unwrap());
