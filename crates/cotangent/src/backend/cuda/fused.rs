@@ -23,7 +23,8 @@ use std::fmt::Write;
 /// The most bytes of launch parameters a fused kernel takes: pointers and the layout travel by
 /// value, and CUDA 12.1 and later accept up to 32,764 bytes of parameters on Volta and newer
 /// GPUs (the driver this backend loads is CUDA 13). A group whose inputs and exports need more
-/// (about 230 inputs, or 3,000 exports of a group with a few inputs) runs on the host.
+/// (72 bytes per input and 8 per export: about 440 inputs, or 3,900 exports of a group with a few
+/// inputs) runs on the host.
 const MAX_PARAM_BYTES: usize = 32_000;
 
 /// The launch parameter bytes of a fused kernel with `inputs` inputs and `outputs` exports: one
