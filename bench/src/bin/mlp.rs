@@ -28,6 +28,38 @@ fn loss_fn(a: &[Array]) -> Array {
 /// One training step: parameters and batch in, new parameters (and the loss) out.
 type Step = dyn Fn(&[Array]) -> ct::Result<Vec<Array>>;
 
+/// Mean µs per step of `steps` steps spent building the step's graph, in `eval` (on a GPU:
+/// launching its kernels) and waiting for the device afterwards.
+fn host_split(
+    state: &std::cell::RefCell<(Vec<Array>, Array)>,
+    run: &Step,
+    x: &Array,
+    y: &Array,
+    steps: usize,
+) -> ct::Result<[f64; 3]> {
+    let device = ct::default_device();
+    let mut total = [0.0f64; 3];
+    for _ in 0..steps {
+        let mut st = state.borrow_mut();
+        let mut args = st.0.clone();
+        args.push(x.clone());
+        args.push(y.clone());
+        let t0 = std::time::Instant::now();
+        let mut out = run(&args)?;
+        let t1 = std::time::Instant::now();
+        ct::eval(&out)?;
+        let t2 = std::time::Instant::now();
+        device.synchronize()?;
+        let t3 = std::time::Instant::now();
+        let loss = out.pop().expect("the loss");
+        *st = (out, loss);
+        for (acc, (a, b)) in total.iter_mut().zip([(t0, t1), (t1, t2), (t2, t3)]) {
+            *acc += (b - a).as_secs_f64() * 1e6 / steps as f64;
+        }
+    }
+    Ok(total)
+}
+
 fn main() -> ct::Result<()> {
     let a = Args::parse();
     let dims: Vec<usize> = a.nums("dims", &[784, 512, 512, 10]);
@@ -82,6 +114,9 @@ fn main() -> ct::Result<()> {
         };
         let (first, ()) = cb::timed_once(one);
         let t = cb::time_fn(one, warmup, reps, min_time);
+        // where a step's time goes: building its graph (the call), queueing its work (`eval`,
+        // which on a GPU returns once every kernel is launched), waiting for the device
+        let split = host_split(&state, &*run, &x, &y, 50)?;
         let loss_final = state.borrow().1.item::<f32>()?;
         let s = t.median_s;
         res.insert(
@@ -90,6 +125,7 @@ fn main() -> ct::Result<()> {
                 "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
                 "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
                 "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
+                "build_us": split[0], "eval_us": split[1], "wait_us": split[2],
             }),
         );
     }
