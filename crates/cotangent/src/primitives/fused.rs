@@ -57,6 +57,11 @@ struct FusedBody {
     /// [`Fused::slots`]).
     slots: Vec<usize>,
     n_slots: usize,
+    /// The CUDA kernels made for this group, per device and input dtypes: a compiled replay
+    /// launches the same group at every call, and finding its kernel by structural key (a string
+    /// as long as the group, hashed) cost tens of µs for a group of hundreds of steps.
+    #[cfg(feature = "cuda")]
+    cuda_kernels: std::sync::Mutex<Vec<crate::backend::cuda::fused::GroupKernel>>,
 }
 
 /// The op of a step of a [`Fused`] group (its primitive's [`Op`], which borrows nothing for the
@@ -114,7 +119,24 @@ impl Fused {
                 }
             }
         }
-        Fused { inner: Arc::new(FusedBody { steps, exports, last_use, ops, slots, n_slots }) }
+        Fused {
+            inner: Arc::new(FusedBody {
+                steps,
+                exports,
+                last_use,
+                ops,
+                slots,
+                n_slots,
+                #[cfg(feature = "cuda")]
+                cuda_kernels: Default::default(),
+            }),
+        }
+    }
+
+    /// The CUDA kernels made for this group so far (see `backend::cuda::fused`).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_kernels(&self) -> &std::sync::Mutex<Vec<crate::backend::cuda::fused::GroupKernel>> {
+        &self.inner.cuda_kernels
     }
 
     /// Per step, a scratch slot for its result, and the number of slots: two results alive at

@@ -12,6 +12,7 @@
 //! inputs and earlier steps, which steps are exported); the layouts of the inputs (dense,
 //! broadcast scalar, strided) are launch arguments, so one kernel serves every shape.
 use super::codegen::{self, Layout, PRELUDE};
+use super::device::Kernel;
 use super::elementwise::{self, binary_snippet, class, launch_map, map_source_unrolled, same_device, unary_snippet};
 use super::storage::CudaData;
 use crate::backend::cpu::elementwise::broadcast_strides;
@@ -154,7 +155,19 @@ pub(crate) fn fused(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<
     let data: Vec<&CudaData> = inputs.iter().map(super::eval::data).collect::<Result<_>>()?;
     let dev = same_device("fused", &data)?;
     let input_dtypes: Vec<DType> = data.iter().map(|d| d.dtype).collect();
-    let Some(key) = key(group, &input_dtypes) else { return Ok(None) };
+    let cached = {
+        let made = group.cuda_kernels().lock().unwrap_or_else(|e| e.into_inner());
+        made.iter().find(|g| g.ordinal == dev.ordinal() && g.input_dtypes == input_dtypes).map(|g| g.kernel)
+    };
+    // the structural key is only built (and the group checked for kernels of its dtypes) when
+    // the group has no kernel for these dtypes on this device yet
+    let key = match cached {
+        Some(_) => String::new(),
+        None => match key(group, &input_dtypes) {
+            Some(key) => key,
+            None => return Ok(None),
+        },
+    };
     let outs: Vec<CudaData> = group
         .exports()
         .iter()
@@ -167,14 +180,31 @@ pub(crate) fn fused(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<
     if layout.n() == 0 {
         return Ok(Some(outs));
     }
-    let name = format!("ct_fused_{:016x}", fnv64(&key));
-    let k = dev.kernel(&key, &name, || source(group, &input_dtypes, &name))?;
+    let k = match cached {
+        Some(k) => k,
+        None => {
+            let name = format!("ct_fused_{:016x}", fnv64(&key));
+            let kernel = dev.kernel(&key, &name, || source(group, &input_dtypes, &name))?;
+            let made = GroupKernel { ordinal: dev.ordinal(), input_dtypes: input_dtypes.clone(), kernel };
+            group.cuda_kernels().lock().unwrap_or_else(|e| e.into_inner()).push(made);
+            kernel
+        }
+    };
     let out_ptrs: Vec<u64> = outs.iter().map(|o| o.ptr()).collect();
     let in_ptrs: Vec<u64> = data.iter().map(|d| d.ptr()).collect();
     // SAFETY: `k` is the fused group's kernel, generated for these outputs and inputs and their
     // dtypes; `layout` was built from the shapes and strides of these live views.
     unsafe { launch_map(dev, k, &out_ptrs, &in_ptrs, layout) }?;
     Ok(Some(outs))
+}
+
+/// A kernel made for a [`Fused`] group, kept with the group (`Fused::cuda_kernels`): the
+/// device it was loaded on and the input dtypes it was generated for.
+#[derive(Debug)]
+pub(crate) struct GroupKernel {
+    ordinal: usize,
+    input_dtypes: Vec<DType>,
+    kernel: Kernel,
 }
 
 /// 64-bit FNV-1a of `s` (a kernel name derived from its structural key).
@@ -255,7 +285,8 @@ mod tests {
                 })
                 .collect();
             let eager = body(&inputs);
-            let compiled = crate::compile(body)(&inputs).expect("compiled call");
+            let compiled_fn = crate::compile(body);
+            let compiled = compiled_fn(&inputs).expect("compiled call");
             assert_eq!(compiled.len(), 147);
             let node = &compiled[0].node;
             let Some(Op::Fused(group)) = node.primitive().map(|p| p.op()) else {
@@ -273,14 +304,22 @@ mod tests {
             }
             let direct = fused(group, &node.inputs(), &[3, 1000]).expect("launch");
             assert!(direct.is_some(), "a group of 99 inputs and 147 exports ran on the host");
-            for (i, (c, e)) in compiled.iter().zip(&eager).enumerate() {
+            // a second call replays the same group, whose kernel it finds in the group's cache
+            let replayed = compiled_fn(&inputs).expect("second compiled call");
+            for (i, ((c, r), e)) in compiled.iter().zip(&replayed).zip(&eager).enumerate() {
                 assert_eq!(c.device(), cuda);
-                let (c, e) = (c.to_vec::<f32>().unwrap(), e.to_vec::<f32>().unwrap());
+                let (c, r, e) = (c.to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap(), e.to_vec::<f32>().unwrap());
                 assert!(
                     c.iter().zip(&e).all(|(x, y)| x.to_bits() == y.to_bits()),
                     "output {i}, scalars past 62: {scalars_past_62}: compiled differs from separate kernels"
                 );
+                assert!(
+                    r.iter().zip(&e).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "output {i}, scalars past 62: {scalars_past_62}: the replay differs from separate kernels"
+                );
             }
+            let made = group.cuda_kernels().lock().unwrap().len();
+            assert_eq!(made, 1, "three launches of one group on one device with one dtype made {made} kernels");
         }
     }
 }
