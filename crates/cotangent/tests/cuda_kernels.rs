@@ -508,14 +508,15 @@ fn close_each(what: &str, got: &[f64], want: &[f64], bound: impl Fn(usize) -> f6
     }
 }
 
-/// Compensated sums and chunked scans: long rows, long columns with few outputs (the row plan
-/// through a transposing copy), every chunk boundary of a scan, integers (exact, wrapping) and
+/// Compensated sums and chunked scans: long rows, long columns with few outputs (folded in
+/// chunked passes), every chunk boundary of a scan, integers (exact, wrapping) and
 /// non-finite values (inf and NaN must propagate as in a plain sum, never become NaN through
 /// the compensation).
 #[test]
 fn long_axes_and_non_finite_sums_and_scans_match_cpu() {
     let Some(dev) = dev() else { return };
-    for (rows, r) in [(3usize, 5000usize), (2, 100_003), (1, 1025)] {
+    // (512, 4096): the column sum is a bias gradient's `[4096, 512]` over axis 0 (chunked passes)
+    for (rows, r) in [(3usize, 5000usize), (2, 100_003), (1, 1025), (512, 4096)] {
         for d in [DType::F32, DType::F64, DType::BF16, DType::I32, DType::I64] {
             let mut v = values(rows * r, 21, d);
             if d.is_float() {
