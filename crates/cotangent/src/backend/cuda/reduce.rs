@@ -216,8 +216,8 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 }
 
 /// Source of the column kernel over a dense `[outer, r, inner]` input, folding the middle axis in
-/// chunks of `chunk` rows: `out[(o * chunks + c) * inner + k] = fold_{j in chunk c} x[(o * r + j)
-/// * inner + k]`. With one chunk (`chunk >= r`) it is the whole fold; with several, `out` holds
+/// chunks of `chunk` rows: `out[(o * chunks + c) * inner + k] = fold_{j in chunk c}
+/// x[(o * r + j) * inner + k]`. With one chunk (`chunk >= r`) it is the whole fold; with several, `out` holds
 /// the chunks' accumulators, which the next pass folds the same way.
 fn column_source(name: &str, d: DType, f: &Fold) -> String {
     format!(
