@@ -281,18 +281,14 @@ unsafe fn fold_columns(
         let out = CudaData::empty(dev, pass.out, &[outer * chunks * inner])?;
         let name = format!("ct_cols_{key}_{}_{}", codegen::tag(src_dtype), codegen::tag(pass.out));
         let k = dev.kernel(&name, &name, || column_source(&name, src_dtype, &pass))?;
-        let (mut o, mut p) = (out.ptr(), src.as_ref().map_or(x, |s| s.ptr()));
-        let mut dims = [outer as i64, rows as i64, inner as i64, chunk as i64, chunks as i64];
-        let mut params: Vec<*mut c_void> = vec![&mut o as *mut u64 as *mut c_void, &mut p as *mut u64 as *mut c_void];
-        for v in dims.iter_mut() {
-            params.push(v as *mut i64 as *mut c_void);
-        }
-        let threads = (outer * chunks * inner) as u64;
+        let input = src.as_ref().map_or(x, |s| s.ptr());
+        let dims = [outer as i64, rows as i64, inner as i64, chunk as i64, chunks as i64];
+        let grid = dev.grid_for((outer * chunks * inner) as u64, BLOCK);
         // SAFETY: the column kernel takes (out, x, outer, r, inner, chunk, chunks); `out` was just
         // allocated with `outer * chunks * inner` elements of the pass's output dtype, and the
         // input is the caller's dense `outer × r × inner` buffer (first pass) or the previous
         // pass's `outer × rows × inner` accumulators, of dtype `src_dtype`.
-        unsafe { dev.launch(k, dev.grid_for(threads, BLOCK), BLOCK, 0, &mut params) }?;
+        unsafe { launch_fold(dev, k, out.ptr(), input, dims, grid) }?;
         if last {
             return Ok(out);
         }
@@ -328,7 +324,7 @@ unsafe fn run_rows(
     let rows_per_block = (BLOCK / tpr) as u64;
     let grid = ((rows * chunks) as u64).div_ceil(rows_per_block).min(dev.sm_count() as u64 * 16) as u32;
     // SAFETY: `x` is the dense `rows × r` input (the caller's guarantee) and `pass_out` was allocated for `rows × chunks`.
-    unsafe { launch_rows(dev, k, pass_out.ptr(), x, [rows as i64, chunks as i64, r as i64, chunk as i64], grid) }?;
+    unsafe { launch_fold(dev, k, pass_out.ptr(), x, [rows as i64, chunks as i64, r as i64, chunk as i64], grid) }?;
     if !two_pass {
         return Ok(out);
     }
@@ -339,7 +335,7 @@ unsafe fn run_rows(
     let k2 = dev.kernel(&name2, &name2, || row_source(&name2, ad, &second, 32))?;
     let grid2 = (rows as u64).div_ceil((BLOCK / 32) as u64) as u32;
     // SAFETY: the second pass reduces the `rows × chunks` partials into `out`, allocated for `rows`.
-    unsafe { launch_rows(dev, k2, out.ptr(), pass_out.ptr(), [rows as i64, 1, chunks as i64, chunks as i64], grid2) }?;
+    unsafe { launch_fold(dev, k2, out.ptr(), pass_out.ptr(), [rows as i64, 1, chunks as i64, chunks as i64], grid2) }?;
     Ok(out)
 }
 
@@ -355,18 +351,20 @@ fn fold_clone(f: &Fold) -> Fold {
     }
 }
 
-/// Launch a row-reduction kernel `(out, x, rows, chunks, r, chunk)`.
+/// Launch a fold kernel taking `(out, x, sizes...)`: the row kernel `(out, x, rows, chunks, r,
+/// chunk)` or the column kernel `(out, x, outer, r, inner, chunk, chunks)`.
 ///
 /// # Safety
 ///
-/// `out` and `x` must be live buffers of `k`'s dtypes on `dev`, `x` dense with `rows × r`
-/// elements (`dims[0]`, `dims[2]`) and `out` with room for `rows × chunks` results.
-unsafe fn launch_rows(
+/// `k` must take exactly these parameters; `out` and `x` must be live buffers of `k`'s dtypes on
+/// `dev`, `x` dense with as many elements as `dims` say the kernel reads and `out` with room for
+/// as many results as it writes.
+unsafe fn launch_fold<const N: usize>(
     dev: &CudaDevice,
     k: super::device::Kernel,
     out: u64,
     x: u64,
-    dims: [i64; 4],
+    dims: [i64; N],
     grid: u32,
 ) -> Result<()> {
     let (mut out, mut x, mut dims) = (out, x, dims);
@@ -374,8 +372,8 @@ unsafe fn launch_rows(
     for v in dims.iter_mut() {
         params.push(v as *mut i64 as *mut c_void);
     }
-    // SAFETY: `ct_rows_*` kernels take (out, x, four i64 sizes), passed in that order; the caller
-    // guarantees the buffers (see `# Safety`).
+    // SAFETY: the kernel takes (out, x, N i64 sizes), passed in that order (the caller's
+    // guarantee, as are the buffers: see `# Safety`).
     unsafe { dev.launch(k, grid, BLOCK, 0, &mut params) }
 }
 
