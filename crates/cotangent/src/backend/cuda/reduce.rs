@@ -102,8 +102,9 @@ fn nan_extremum(cmp: &str) -> String {
 }
 
 /// The fold of `op` over elements of `d`, accumulating into `acc` (the input dtype in a first
-/// or only pass; the accumulator dtype in a second pass), storing `out`.
-fn fold(dev: &CudaDevice, op: ReduceOp, d: DType, out: DType) -> Result<Fold> {
+/// or only pass; the accumulator dtype in a second pass), storing `out`. `Err` (a message) for
+/// `all`/`any` of a non-bool input.
+fn fold(op: ReduceOp, d: DType, out: DType) -> std::result::Result<Fold, String> {
     let a = codegen::compute(d);
     let plain = |comb: &str, init: &str| Fold {
         acc_decl: format!("typedef {a} A;"),
@@ -119,7 +120,7 @@ fn fold(dev: &CudaDevice, op: ReduceOp, d: DType, out: DType) -> Result<Fold> {
         (C::Bool, ReduceOp::Max | ReduceOp::Sum | ReduceOp::Any) => plain("return a | b;", "false"),
         (C::Bool, ReduceOp::Min | ReduceOp::Prod | ReduceOp::All) => plain("return a & b;", "true"),
         (_, ReduceOp::All | ReduceOp::Any) => {
-            return Err(dev.error(format!("{}: needs a bool input, got {d}", op.name())));
+            return Err(format!("{}: needs a bool input, got {d}", op.name()));
         }
         (C::Int, ReduceOp::Sum | ReduceOp::Prod) => {
             let sym = if op == ReduceOp::Sum { "+" } else { "*" };
@@ -432,7 +433,7 @@ pub fn reduce(op: ReduceOp, x: &CudaData, shape: &[usize], axes: &[usize]) -> Re
     let dev = x.device();
     let d = x.dtype;
     let out_shape = keep_shape(shape, axes);
-    let f = fold(dev, op, d, d)?;
+    let f = fold(op, d, d).map_err(|m| dev.error(m))?;
     let key = op.name();
     let res = match plan(x, shape, axes, true)? {
         // SAFETY: a row plan's `x` is a live dense view of `rows × r` elements of dtype `d`.
@@ -636,7 +637,7 @@ pub fn scan(
             acc,
         }
     } else if d.is_int() {
-        fold(dev, ReduceOp::Sum, d, d)?
+        fold(ReduceOp::Sum, d, d).map_err(|m| dev.error(m))?
     } else {
         compensated_sum(codegen::compute(d), d, compute_dtype(d))
     };
@@ -758,4 +759,44 @@ extern "C" __global__ void {key}({st}* __restrict__ out, const {st}* __restrict_
     // chunks); `out` and `x` hold `rows × len` elements and `off` `rows * chunks`.
     unsafe { dev.launch(k, dev.grid_for((rows * chunks) as u64, 128), 128, 0, &mut params) }?;
     Ok(CudaData { strides: permuted_back(shape, &perm), ..out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cuda::nvrtc;
+    use crate::dtype::ALL_DTYPES;
+
+    /// Every fold kernel the reductions generate compiles for sm_90 — row passes (first and
+    /// second of a two-pass plan), column passes (first, middle and last of a chunked fold) and
+    /// the softmax/logsumexp rows — for every dtype and op they accept. Needs libnvrtc, not a
+    /// GPU (skipped where it does not load).
+    #[test]
+    fn generated_fold_kernels_compile() {
+        if !nvrtc::available() {
+            println!("libnvrtc not found: skipped");
+            return;
+        }
+        let compiles = |src: String, name: &str| {
+            nvrtc::check_compiles(&src, name, (9, 0)).unwrap_or_else(|e| panic!("{name}: {e}\n{src}"));
+        };
+        let ops = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min, ReduceOp::All, ReduceOp::Any];
+        for d in ALL_DTYPES {
+            for op in ops {
+                let Ok(f) = fold(op, d, d) else { continue };
+                let to_acc = Fold { out: f.acc, ..fold_clone(&f) };
+                let name = format!("ct_test_{}_{}", op.name(), codegen::tag(d));
+                compiles(row_source(&name, d, &to_acc, 256), &name);
+                compiles(row_source(&name, f.acc, &f, 32), &name);
+                compiles(column_source(&name, d, &to_acc), &name);
+                compiles(column_source(&name, f.acc, &f), &name);
+            }
+            if d.is_float() {
+                for softmax in [false, true] {
+                    let name = format!("ct_test_softmax_{}", codegen::tag(d));
+                    compiles(softmax_source(&name, d, softmax), &name);
+                }
+            }
+        }
+    }
 }
