@@ -99,7 +99,8 @@ impl Primitive for Binary {
             let g = match partial(self.0, i, a, b, out) {
                 Some(Partial::One) => c.clone(),
                 Some(Partial::MinusOne) => -c,
-                Some(Partial::Of(d)) => c * d,
+                // the partial and its product with the cotangent as one kernel where they fuse
+                Some(Partial::Of(d)) => super::fused::fuse_chain(&(c * d), &[a, b, out, c]),
                 None => crate::ops::zeros_like(x),
             };
             res.push(crate::ops::sum_to_shape(&g, x.shape()));
@@ -115,7 +116,7 @@ impl Primitive for Binary {
             let term = match partial(self.0, i, a, b, out) {
                 Some(Partial::One) => crate::ops::broadcast_to(t, out.shape()),
                 Some(Partial::MinusOne) => crate::ops::broadcast_to(&-t, out.shape()),
-                Some(Partial::Of(d)) => t * d,
+                Some(Partial::Of(d)) => super::fused::fuse_chain(&(t * d), &[a, b, out, t]),
                 None => continue,
             };
             acc = Some(match acc {

@@ -76,6 +76,91 @@ pub(crate) enum StepOp {
     Other,
 }
 
+/// At most this many ops go into a group built by [`fuse_chain`] (a rule's result is a short
+/// chain; a longer one means the walk left the rule's own nodes).
+const MAX_CHAIN_STEPS: usize = 8;
+
+/// `out`, built by element-wise ops from `leaves` (and constants), as one [`Fused`] node: the
+/// ops between `leaves` and `out` that have `out`'s shape and device, and that the device's
+/// backend fuses, become the group's steps; everything else they read becomes its inputs. A
+/// rule whose result is a short chain — the gradient of `maximum`, `cotangent ×
+/// maximum_share(x, y)` — then runs as one kernel instead of one per op, with the same bits (a
+/// group evaluates the same scalar functions in the same order). `out` itself where fewer than
+/// two ops would fuse, and while [`compile`](crate::compile) traces: its own fusion pass groups
+/// these ops with their neighbours.
+pub(crate) fn fuse_chain(out: &Array, leaves: &[&Array]) -> Array {
+    if crate::transforms::compile_tracing() || out.is_evaluated() {
+        return out.clone();
+    }
+    struct Walk<'a> {
+        shape: &'a [usize],
+        device: crate::Device,
+        leaves: &'a [&'a Array],
+        steps: Vec<FusedStep>,
+        inputs: Vec<Array>,
+        seen: Vec<((usize, usize), FusedArg)>,
+    }
+    impl Walk<'_> {
+        /// Where the group reads `a`; `None` when the chain is too long.
+        fn visit(&mut self, a: &Array) -> Option<FusedArg> {
+            let id = a.id();
+            if let Some((_, arg)) = self.seen.iter().find(|(k, _)| *k == id) {
+                return Some(*arg);
+            }
+            let node = &a.node;
+            let step = match &node.kind {
+                crate::array::NodeKind::Op(prim)
+                    if !self.leaves.iter().any(|l| l.id() == id)
+                        && !node.is_computed()
+                        && node.specs.len() == 1
+                        && a.shape() == self.shape
+                        && node.device == self.device =>
+                {
+                    let inputs = node.inputs();
+                    let operand = inputs.last().map(|x| x.dtype());
+                    operand
+                        .filter(|&d| crate::backend::fusable(self.device, prim.op(), d))
+                        .map(|_| (prim.clone(), inputs))
+                }
+                _ => None,
+            };
+            let arg = match step {
+                Some((prim, inputs)) => {
+                    if self.steps.len() == MAX_CHAIN_STEPS {
+                        return None;
+                    }
+                    let mut args = SmallVec::new();
+                    for x in &inputs {
+                        args.push(self.visit(x)?);
+                    }
+                    self.steps.push(FusedStep { prim, args, spec: node.specs[0].clone(), origin: node.origin });
+                    FusedArg::Step(self.steps.len() - 1)
+                }
+                None => {
+                    self.inputs.push(a.clone());
+                    FusedArg::Input(self.inputs.len() - 1)
+                }
+            };
+            self.seen.push((id, arg));
+            Some(arg)
+        }
+    }
+    let mut walk = Walk {
+        shape: out.shape(),
+        device: out.device(),
+        leaves,
+        steps: Vec::new(),
+        inputs: Vec::new(),
+        seen: Vec::new(),
+    };
+    match walk.visit(out) {
+        Some(FusedArg::Step(last)) if walk.steps.len() >= 2 => {
+            Array::from_primitive(Fused::new(walk.steps, vec![last]), walk.inputs, out.shape(), out.dtype())
+        }
+        _ => out.clone(),
+    }
+}
+
 impl Fused {
     /// A group of `steps` (in an order where every step reads only earlier steps) whose results
     /// `exports` are the node's outputs.
@@ -131,6 +216,24 @@ impl Fused {
                 cuda_kernels: Default::default(),
             }),
         }
+    }
+
+    /// The group as separate nodes, as a function of the inputs `argnums` only (the others are
+    /// the constants `primals`), and those inputs: what the VJP and JVP rules transform. Only
+    /// the inputs being differentiated are variables, so a partial that is not finite for a
+    /// constant input (`d a^b / d b = a^b · log a` at `a < 0`) never meets a zero tangent
+    /// (`0 · NaN`).
+    fn expanded_in(&self, primals: &[Array], argnums: &[usize]) -> (impl Fn(&[Array]) -> Vec<Array>, Vec<Array>) {
+        let (group, all, at) = (self.clone(), primals.to_vec(), argnums.to_vec());
+        let wrt = argnums.iter().map(|&i| primals[i].clone()).collect();
+        let f = move |xs: &[Array]| {
+            let mut inputs = all.clone();
+            for (x, &i) in xs.iter().zip(&at) {
+                inputs[i] = x.clone();
+            }
+            group.expand(&inputs)
+        };
+        (f, wrt)
     }
 
     /// The CUDA kernels made for this group so far (see `backend::cuda::fused`).
@@ -219,18 +322,14 @@ impl Primitive for Fused {
         argnums: &[usize],
         _outputs: &[Array],
     ) -> Result<Vec<Array>> {
-        let group = self.clone();
-        let (_, all) = crate::transforms::vjp(move |xs: &[Array]| group.expand(xs), primals, cotangents)?;
-        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+        let (f, wrt) = self.expanded_in(primals, argnums);
+        let (_, grads) = crate::transforms::vjp(f, &wrt, cotangents)?;
+        Ok(grads)
     }
 
     fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], _outputs: &[Array]) -> Result<Vec<Array>> {
-        let mut all: Vec<Array> = primals.iter().map(crate::ops::zeros_like).collect();
-        for (t, &i) in tangents.iter().zip(argnums) {
-            all[i] = t.clone();
-        }
-        let group = self.clone();
-        let (_, out) = crate::transforms::jvp(move |xs: &[Array]| group.expand(xs), primals, &all)?;
+        let (f, wrt) = self.expanded_in(primals, argnums);
+        let (_, out) = crate::transforms::jvp(f, &wrt, tangents)?;
         Ok(out)
     }
 
@@ -241,5 +340,72 @@ impl Primitive for Fused {
         let outs = crate::transforms::vmap_call(&move |xs: &[Array]| group.expand(xs), &in_axes, &out_axes, inputs)?;
         let n = outs.len();
         Ok((outs, vec![Some(0); n]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::primitive::Op;
+    use crate::Array;
+
+    fn is_fused(a: &Array) -> bool {
+        matches!(a.node.primitive().map(|p| p.op()), Some(Op::Fused(_)))
+    }
+
+    /// The gradients of `maximum` and `divide` (a partial and its product with the cotangent)
+    /// are one fused node each, with the values of the rule written out by hand: `c` where
+    /// `x > 0`, `c / 2` at ties (`0` and `-0`), `0` below; `-c · a / b²` for the divisor.
+    #[test]
+    fn rule_chains_fuse_into_one_node() {
+        let x = Array::from_vec(vec![-1.5f32, 0.0, 2.0, 3.0, -0.0, 7.0], &[2, 3]);
+        let c = Array::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+        let (_, g) = crate::vjp(|a: &[Array]| a[0].maximum(0.0), &[x.clone()], &[c.clone()]).unwrap();
+        assert!(is_fused(&g[0]), "{:?}", g[0]);
+        assert_eq!(g[0].to_vec::<f32>().unwrap(), vec![0.0, 1.0, 3.0, 4.0, 2.5, 6.0]);
+
+        let (a, b) = (Array::from_vec(vec![1.0f64, -3.0, 5.0], &[3]), Array::from_vec(vec![2.0f64, 4.0, -8.0], &[3]));
+        let cot = Array::from_vec(vec![1.0f64, 0.5, -2.0], &[3]);
+        let (_, g) = crate::vjp(|v: &[Array]| &v[0] / &v[1], &[a, b], &[cot]).unwrap();
+        assert!(is_fused(&g[1]), "{:?}", g[1]);
+        let want: Vec<f64> = [(1.0, 2.0, 1.0), (-3.0, 4.0, 0.5), (5.0, -8.0, -2.0)]
+            .iter()
+            .map(|&(a, b, c): &(f64, f64, f64)| -c * (a / b) / b)
+            .collect();
+        assert_eq!(g[1].to_vec::<f64>().unwrap(), want);
+    }
+
+    /// A compiled group differentiates only in the inputs asked for: the partial in the
+    /// constant exponent of `x³` is `x³ · log x`, NaN at `x < 0`, and must not meet a zero
+    /// tangent (`0 · NaN`) in a forward-mode derivative, nor a zero cotangent in reverse mode.
+    #[test]
+    fn group_rules_treat_other_inputs_as_constants() {
+        let cube = crate::compile(|a: &[Array]| -> crate::Result<Vec<Array>> { Ok(vec![a[0].power(3.0) + 1.0]) });
+        let x = Array::from_vec(vec![-1.0f64, 2.0], &[2]);
+        let f = move |a: &[Array]| cube(a).unwrap();
+        let (_, t) = crate::jvp(&f, &[x.clone()], &[Array::from_vec(vec![1.0f64, 1.0], &[2])]).unwrap();
+        assert_eq!(t[0].to_vec::<f64>().unwrap(), vec![3.0, 12.0]);
+        let (_, g) = crate::vjp(&f, &[x], &[Array::from_vec(vec![1.0f64, 1.0], &[2])]).unwrap();
+        assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![3.0, 12.0]);
+    }
+
+    /// Inside `compile` the rule leaves its ops to the program's own fusion pass, and the
+    /// compiled gradient equals the eager (rule-fused) one bit for bit.
+    #[test]
+    fn compiled_gradients_match_rule_fused_ones() {
+        let f = |a: &[Array]| -> crate::Result<Vec<Array>> {
+            let (_, g) = crate::vjp(|v: &[Array]| (v[0].maximum(&v[1]) / &v[1]).sin(), &a[..2], &a[2..])?;
+            assert!(g.iter().all(|g| !is_fused(g)) || !crate::transforms::compile_tracing());
+            Ok(g)
+        };
+        let key = crate::random::key(3);
+        let ks = crate::random::split_keys(&key, 3);
+        let xs: Vec<Array> =
+            ks.iter().map(|k| crate::random::uniform(k, &[4, 5], -1.0, 1.0, crate::DType::F32)).collect();
+        let eager = f(&xs).unwrap();
+        let compiled = crate::compile(f)(&xs).unwrap();
+        for (e, c) in eager.iter().zip(&compiled) {
+            let (e, c) = (e.to_vec::<f32>().unwrap(), c.to_vec::<f32>().unwrap());
+            assert!(e.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()), "{e:?} vs {c:?}");
+        }
     }
 }

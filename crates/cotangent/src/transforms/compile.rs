@@ -170,6 +170,34 @@ struct Step {
     origin: Option<Origin>,
 }
 
+thread_local! {
+    /// How many `compile` traces the thread is inside.
+    static TRACING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks the thread as tracing a compiled function while alive (see [`compile_tracing`]).
+struct Tracing;
+
+impl Tracing {
+    fn enter() -> Tracing {
+        TRACING.with(|t| t.set(t.get() + 1));
+        Tracing
+    }
+}
+
+impl Drop for Tracing {
+    fn drop(&mut self) {
+        TRACING.with(|t| t.set(t.get() - 1));
+    }
+}
+
+/// Whether the calling thread is tracing a function for [`compile`]: rules then leave
+/// element-wise chains to the compiled program's own fusion pass instead of fusing them
+/// themselves (`primitives::fused::fuse_chain`).
+pub(crate) fn compile_tracing() -> bool {
+    TRACING.with(|t| t.get() > 0)
+}
+
 /// A traced function: steps in an order where every step reads only earlier ones.
 struct Program {
     signature: Signature,
@@ -183,6 +211,7 @@ impl Program {
     fn trace(f: &Body, signature: &Signature) -> Result<Program> {
         let token = TraceToken::new();
         let guard = TraceGuard(token.clone());
+        let _tracing = Tracing::enter();
         let stand_ins: Vec<Array> = signature
             .iter()
             .map(|(shape, dtype, device)| Array::placeholder_on(shape, *dtype, *device, &token))

@@ -31,7 +31,7 @@ mod vjp;
 mod vmap;
 
 pub use compile::compile;
-pub(crate) use compile::stand_in_error;
+pub(crate) use compile::{compile_tracing, stand_in_error};
 pub use custom::{checkpoint, custom_function, CustomFunction, VmapRuleResult};
 pub use grad::*;
 pub use jvp::jvp;

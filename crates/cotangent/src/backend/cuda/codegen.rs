@@ -99,12 +99,27 @@ template <int K> struct ct_args {
     i64 shape[CT_MAX_DIMS];
     i64 st[K][CT_MAX_DIMS];
 };
+/* Element i of a dense launch (`contig & 1`: at most two axes, every operand dense, a row or a
+   column repeated along the other axis, or a scalar) as (q, r): its operands' offsets are
+   st[k][0] * q + st[k][1] * r. One axis or none: (i, 0); two: (i / cols, i % cols), in 32 bits
+   when the space fits. */
+template <int K> __device__ __forceinline__ void ct_dense_split(const ct_args<K>& a, i64 i, i64* q, i64* r) {
+    if (a.ndim < 2) { *q = i; *r = 0; return; }
+    if (a.n <= 0xffffffffll) {
+        u32 c = (u32)a.shape[1], qq = (u32)i / c;
+        *q = qq; *r = (i64)((u32)i - qq * c);
+        return;
+    }
+    *q = i / a.shape[1]; *r = i - *q * a.shape[1];
+}
 /* Offsets of element i (row-major over the shape) in each operand. The outermost axis needs no
    division; the others divide in 32 bits when the whole space fits (64-bit division is a long
    software sequence on GPUs and bounded the strided kernels at half the memory bandwidth). */
 template <int K> __device__ __forceinline__ void ct_offsets(const ct_args<K>& a, i64 i, i64* o) {
     if (a.contig & 1) {
-        for (int k = 0; k < K; k++) o[k] = (k < 62 && ((a.contig >> (k + 1)) & 1)) ? 0 : i;
+        i64 q, r;
+        ct_dense_split(a, i, &q, &r);
+        for (int k = 0; k < K; k++) o[k] = a.st[k][0] * q + a.st[k][1] * r;
         return;
     }
     for (int k = 0; k < K; k++) o[k] = 0;
@@ -139,8 +154,10 @@ pub struct Args<const K: usize> {
     pub n: i64,
     /// Number of (merged) axes.
     pub ndim: i64,
-    /// Bit 0: every operand is dense row-major over the whole space (offset = element number)
-    /// or a broadcast scalar (offset 0); bit `k + 1`: operand `k` is such a scalar.
+    /// 1 when the launch is dense: at most two (merged) axes, and every operand dense row-major
+    /// over the whole space, a row or column repeated along the other axis (a bias added to a
+    /// batch of rows) or a broadcast scalar; kernels then split an element number into at most
+    /// one quotient and remainder (`ct_dense_split`) instead of decoding every axis.
     pub contig: i64,
     /// Extents.
     pub shape: [i64; MAX_DIMS],
@@ -203,14 +220,18 @@ impl Layout {
             )));
         }
         let n: usize = shape.iter().product();
-        // `contig` flags broadcast scalars in bits 1..=62: an operand past those that is a
-        // broadcast scalar sends the launch down the strided path instead
-        let flagged = k.min(62);
-        let dense = dims.len() <= 1
-            && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0))
-            && st.first().is_none_or(|s| s[flagged..].iter().all(|&x| x != 0));
-        let scalars = st.first().map_or(0, |s| (0..flagged).filter(|&j| s[j] == 0).fold(0i64, |m, j| m | 2 << j));
-        let contig = if dense { 1 | scalars } else { 0 };
+        // dense: one axis (or none) with unit or zero strides, or two axes `[rows, cols]` along
+        // which each operand is dense `(cols, 1)`, a repeated row `(0, 1)`, a repeated column
+        // `(1, 0)` or a scalar `(0, 0)`
+        let dense = match dims.len() {
+            0 | 1 => st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0)),
+            2 => {
+                let cols = dims[1] as isize;
+                (0..k).all(|j| matches!((st[0][j], st[1][j]), (0 | 1, 0) | (0, 1)) || (st[0][j], st[1][j]) == (cols, 1))
+            }
+            _ => false,
+        };
+        let contig = i64::from(dense);
         let mut words: SmallVec<[i64; 59]> = smallvec::smallvec![0i64; 3 + MAX_DIMS * (k + 1)];
         words[..3].copy_from_slice(&[n as i64, dims.len() as i64, contig]);
         words[3..3 + MAX_DIMS].fill(1);

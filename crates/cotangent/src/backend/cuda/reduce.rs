@@ -40,14 +40,16 @@ pub const CHUNK: usize = 16384;
 const BLOCK: u32 = 256;
 /// A column fold (see `fold_columns`) runs one thread per output down the whole column with at
 /// least this many outputs ...
-const COLUMN_MIN_OUTPUTS: usize = 8192;
-/// ... or columns at most this long; longer columns of few outputs fold in chunks of at most
-/// this many rows, pass after pass. One thread per output walking a long column keeps one or
-/// two loads in flight per thread on a handful of SMs: the bias gradient of a `[4096, 512]`
-/// activation (512 threads, 4096 dependent steps each) took hundreds of microseconds that way.
-/// (Before the chunked passes such sums took a transposing copy and the row plan: 19 + 7.6 µs
-/// on an H100 for that gradient, measured with ncu.)
+const COLUMN_MIN_OUTPUTS: usize = 1 << 16;
+/// ... or columns at most this long; longer columns of fewer outputs fold in tiled passes of
+/// [`COLUMN_SPLIT`] rows. One thread per output walking a long column keeps one or two loads in
+/// flight per thread on a handful of SMs: the bias gradient of a `[4096, 512]` activation (512
+/// threads, 4096 dependent steps each) took hundreds of microseconds that way. (Before the tiled
+/// passes such sums took a transposing copy and the row plan, 19 + 7.6 µs on an H100 for that
+/// gradient, then three or four chunked one-thread-per-output passes, 12 µs; measured with ncu.)
 const COLUMN_MAX_SHORT: usize = 32;
+/// Rows per block of a tiled column pass.
+const COLUMN_SPLIT: usize = 256;
 /// Elements per thread of a chunked cumulative sum (at least; `sqrt(r)` for longer axes).
 const SCAN_CHUNK: usize = 1024;
 
@@ -248,13 +250,63 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
     )
 }
 
+/// Source of the tiled column kernel over a dense `[outer, r, inner]` input: a 256-thread block
+/// folds a tile of `tw` neighbouring columns (coalesced loads) over one split of `split` rows,
+/// `256 / tw` threads per column each folding every `256 / tw`-th row of the split, then a
+/// shared-memory tree combines those threads in a fixed order: `out[(o * splits + s) * inner +
+/// k] = fold_{j in split s} x[(o * r + j) * inner + k]`.
+fn tile_source(name: &str, d: DType, f: &Fold, tw: u32) -> String {
+    format!(
+        r#"{PRELUDE}
+{acc_decl}
+__device__ __forceinline__ A comb(A a, A b) {{ {comb} }}
+extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 outer, i64 r, i64 inner, i64 split, i64 splits) {{
+    __shared__ A sh[{BLOCK}];
+    const int TW = {tw};
+    const int RL = {BLOCK} / TW;
+    int lx = threadIdx.x % TW, ly = threadIdx.x / TW;
+    i64 tiles = (inner + TW - 1) / TW;
+    i64 total = outer * splits * tiles;
+    for (i64 b = blockIdx.x; b < total; b += gridDim.x) {{
+        i64 tile = b % tiles, os = b / tiles;
+        i64 s = os % splits, o = os / splits;
+        i64 k = tile * TW + lx;
+        i64 start = s * split, end = start + split < r ? start + split : r;
+        A acc = {init};
+        if (k < inner) {{
+            const {in_t}* p = x + o * r * inner + k;
+            for (i64 j = start + ly; j < end; j += RL) {{ auto v = {load}; acc = comb(acc, {lift}); }}
+        }}
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int h = RL / 2; h > 0; h >>= 1) {{
+            if (ly < h) sh[threadIdx.x] = comb(sh[threadIdx.x], sh[threadIdx.x + h * TW]);
+            __syncthreads();
+        }}
+        if (ly == 0 && k < inner) {{ acc = sh[threadIdx.x]; out[(o * splits + s) * inner + k] = {fin}; }}
+        __syncthreads();
+    }}
+}}
+"#,
+        acc_decl = f.acc_decl,
+        comb = f.comb,
+        out_t = codegen::storage(f.out),
+        in_t = codegen::storage(d),
+        init = f.init,
+        load = codegen::load(d, "p[j * inner]"),
+        lift = f.lift,
+        fin = codegen::store(f.out, &f.value),
+    )
+}
+
 /// Fold the middle axis of the dense `[outer, r, inner]` array at `x` (dtype `d`) into `outer ×
 /// inner` results. One thread per output walks its whole column when there are enough outputs
-/// to fill the GPU or the column is short; otherwise each thread folds a chunk of 8 to
-/// [`COLUMN_MAX_SHORT`] rows of one column into an accumulator, and the `[outer, r / chunk,
-/// inner]` accumulators are folded the same way, pass after pass, in chunk order (deterministic).
-/// The bias gradient of a `[4096, 512]` activation takes three short passes (16, 8 and 32 rows
-/// per thread) instead of a transposing copy and the row plan.
+/// to fill the GPU or the column is short; otherwise a tiled pass (`tile_source`) folds every
+/// [`COLUMN_SPLIT`] rows of each column into an accumulator with a block per tile and split, and
+/// the `[outer, r / COLUMN_SPLIT, inner]` accumulators are folded the same way, in split order
+/// (deterministic: the order depends on the shape alone). The bias gradient of a `[4096, 512]`
+/// activation takes two kernels: 256 blocks folding 256 rows each, then 512 threads folding 16
+/// accumulators each.
 ///
 /// # Safety
 ///
@@ -273,27 +325,39 @@ unsafe fn fold_columns(
     }
     let (mut src, mut src_dtype, mut rows) = (None::<CudaData>, d, r);
     loop {
-        let last = outer * inner >= COLUMN_MIN_OUTPUTS || rows <= COLUMN_MAX_SHORT;
-        // chunks short enough that a pass has about a thousand threads per SM, of 8 to 32 rows
-        let target = (dev.sm_count() * 1024).max(1);
-        let chunk = if last { rows.max(1) } else { (rows * outer * inner).div_ceil(target).clamp(8, COLUMN_MAX_SHORT) };
-        let chunks = rows.max(1).div_ceil(chunk);
-        let pass = Fold { out: if last { f.out } else { f.acc }, ..fold_clone(f) };
-        let out = CudaData::empty(dev, pass.out, &[outer * chunks * inner])?;
-        let name = format!("ct_cols_{key}_{}_{}", codegen::tag(src_dtype), codegen::tag(pass.out));
-        let k = dev.kernel(&name, &name, || column_source(&name, src_dtype, &pass))?;
         let input = src.as_ref().map_or(x, |s| s.ptr());
-        let dims = [outer as i64, rows as i64, inner as i64, chunk as i64, chunks as i64];
-        let grid = dev.grid_for((outer * chunks * inner) as u64, BLOCK);
-        // SAFETY: the column kernel takes (out, x, outer, r, inner, chunk, chunks); `out` was just
-        // allocated with `outer * chunks * inner` elements of the pass's output dtype, and the
-        // input is the caller's dense `outer × r × inner` buffer (first pass) or the previous
-        // pass's `outer × rows × inner` accumulators, of dtype `src_dtype`.
+        if outer * inner >= COLUMN_MIN_OUTPUTS || rows <= COLUMN_MAX_SHORT {
+            // one thread per output down the whole (remaining) column
+            let out = CudaData::empty(dev, f.out, &[outer * inner])?;
+            let name = format!("ct_cols_{key}_{}_{}", codegen::tag(src_dtype), codegen::tag(f.out));
+            let k = dev.kernel(&name, &name, || column_source(&name, src_dtype, f))?;
+            let rows = rows.max(1);
+            let grid = dev.grid_for((outer * inner) as u64, BLOCK);
+            // SAFETY: the column kernel takes (out, x, outer, r, inner, chunk, chunks); `out` was
+            // just allocated with `outer × inner` elements of `f.out`, and the input is the
+            // caller's dense `outer × r × inner` buffer (first pass) or the previous pass's
+            // `outer × rows × inner` accumulators, of dtype `src_dtype`.
+            unsafe { launch_fold(dev, k, out.ptr(), input, [outer, rows, inner, rows, 1].map(|v| v as i64), grid) }?;
+            return Ok(out);
+        }
+        let splits = rows.div_ceil(COLUMN_SPLIT);
+        let last = splits == 1;
+        let pass = Fold { out: if last { f.out } else { f.acc }, ..fold_clone(f) };
+        let tw = inner.next_power_of_two().min(32) as u32;
+        let out = CudaData::empty(dev, pass.out, &[outer * splits * inner])?;
+        let name = format!("ct_tiles_{key}_{}_{}_{tw}", codegen::tag(src_dtype), codegen::tag(pass.out));
+        let k = dev.kernel(&name, &name, || tile_source(&name, src_dtype, &pass, tw))?;
+        let blocks = (outer * splits * inner.div_ceil(tw as usize)) as u64;
+        let grid = blocks.min(dev.sm_count() as u64 * 16) as u32;
+        let dims = [outer, rows, inner, COLUMN_SPLIT, splits].map(|v| v as i64);
+        // SAFETY: the tile kernel takes (out, x, outer, r, inner, split, splits); `out` was just
+        // allocated with `outer × splits × inner` elements of the pass's output dtype, and the
+        // input is as above.
         unsafe { launch_fold(dev, k, out.ptr(), input, dims, grid) }?;
         if last {
             return Ok(out);
         }
-        (src, src_dtype, rows) = (Some(out), f.acc, chunks);
+        (src, src_dtype, rows) = (Some(out), f.acc, splits);
     }
 }
 
@@ -790,6 +854,10 @@ mod tests {
                 compiles(row_source(&name, f.acc, &f, 32), &name);
                 compiles(column_source(&name, d, &to_acc), &name);
                 compiles(column_source(&name, f.acc, &f), &name);
+                for tw in [1, 16, 32] {
+                    compiles(tile_source(&name, d, &to_acc, tw), &name);
+                    compiles(tile_source(&name, f.acc, &f, tw), &name);
+                }
             }
             if d.is_float() {
                 for softmax in [false, true] {
