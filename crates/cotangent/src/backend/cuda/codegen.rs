@@ -397,3 +397,34 @@ pub fn tag(d: DType) -> &'static str {
         DType::F64 => "f64",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Layout;
+
+    fn dense(shape: &[usize], strides: &[&[isize]]) -> bool {
+        Layout::new("test", shape, strides).unwrap().dense()
+    }
+
+    /// Which launches take the dense path: one axis of dense operands and scalars, or two axes
+    /// whose operands are dense, a repeated row (a bias over a batch), a repeated column or a
+    /// scalar; never a transposed operand or three axes that do not merge.
+    #[test]
+    fn dense_layouts() {
+        // x * 1.01 over [8, 16] merges into one axis
+        assert!(dense(&[8, 16], &[&[16, 1], &[0, 0]]));
+        // h + bias: [4096, 512] + [512]
+        assert!(dense(&[4096, 512], &[&[512, 1], &[0, 1]]));
+        // x - lse[:, None]: [4096, 10] - [4096, 1]
+        assert!(dense(&[4096, 10], &[&[10, 1], &[1, 0], &[0, 0]]));
+        // a transposed operand, or a row of stride 2, is strided
+        assert!(!dense(&[4, 3], &[&[3, 1], &[1, 4]]));
+        assert!(!dense(&[4, 3], &[&[3, 1], &[0, 2]]));
+        // a sliced row (stride 4 between rows of 3) is not dense either
+        assert!(!dense(&[4, 3], &[&[4, 1], &[0, 1]]));
+        // three axes that do not merge
+        assert!(!dense(&[2, 3, 4], &[&[12, 4, 1], &[0, 0, 1], &[0, 1, 0]]));
+        // axes of extent 1 are dropped first: [4, 1, 3] + [3] is two axes
+        assert!(dense(&[4, 1, 3], &[&[3, 3, 1], &[0, 0, 1]]));
+    }
+}
