@@ -173,13 +173,38 @@ fn class_of(d: DType) -> C {
     }
 }
 
+/// The parts of a fold kernel's source that depend on the fold and dtype: `head` (the prelude,
+/// the accumulator type `A` and `comb`), the C types of the output and input elements, the
+/// initial accumulator, the load of the element at `index` (an expression in `p` and `j`) as
+/// `v`, its lift into an `A`, and the store of the finished accumulator `acc`.
+struct FoldText {
+    head: String,
+    out_t: &'static str,
+    in_t: &'static str,
+    init: String,
+    load: String,
+    lift: String,
+    fin: String,
+}
+
+fn fold_text(d: DType, f: &Fold, index: &str) -> FoldText {
+    FoldText {
+        head: format!("{PRELUDE}\n{}\n__device__ __forceinline__ A comb(A a, A b) {{ {} }}", f.acc_decl, f.comb),
+        out_t: codegen::storage(f.out),
+        in_t: codegen::storage(d),
+        init: f.init.clone(),
+        load: codegen::load(d, index),
+        lift: f.lift.clone(),
+        fin: codegen::store(f.out, &f.value),
+    }
+}
+
 /// Source of the row kernel: `out[row] = fold(x[q*r + start .. q*r + end])` for logical rows
 /// `row = q * chunks + c` (chunk `c` of row `q`), `tpr` threads per row.
 fn row_source(name: &str, d: DType, f: &Fold, tpr: u32) -> String {
+    let FoldText { head, out_t, in_t, init, load, lift, fin } = fold_text(d, f, "p[j]");
     format!(
-        r#"{PRELUDE}
-{acc_decl}
-__device__ __forceinline__ A comb(A a, A b) {{ {comb} }}
+        r#"{head}
 extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 rows, i64 chunks, i64 r, i64 chunk) {{
     __shared__ A sh[{BLOCK}];
     const int TPR = {tpr};
@@ -206,15 +231,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         __syncthreads();
     }}
 }}
-"#,
-        acc_decl = f.acc_decl,
-        comb = f.comb,
-        out_t = codegen::storage(f.out),
-        in_t = codegen::storage(d),
-        init = f.init,
-        load = codegen::load(d, "p[j]"),
-        lift = f.lift,
-        fin = codegen::store(f.out, &f.value),
+"#
     )
 }
 
@@ -223,10 +240,9 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 /// x[(o * r + j) * inner + k]`. With one chunk (`chunk >= r`) it is the whole fold; with several, `out` holds
 /// the chunks' accumulators, which the next pass folds the same way.
 fn column_source(name: &str, d: DType, f: &Fold) -> String {
+    let FoldText { head, out_t, in_t, init, load, lift, fin } = fold_text(d, f, "p[j * inner]");
     format!(
-        r#"{PRELUDE}
-{acc_decl}
-__device__ __forceinline__ A comb(A a, A b) {{ {comb} }}
+        r#"{head}
 extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 outer, i64 r, i64 inner, i64 chunk, i64 chunks) {{
     CT_LOOP(t, outer * chunks * inner) {{
         i64 k = t % inner, oc = t / inner;
@@ -238,15 +254,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         out[t] = {fin};
     }}
 }}
-"#,
-        acc_decl = f.acc_decl,
-        comb = f.comb,
-        out_t = codegen::storage(f.out),
-        in_t = codegen::storage(d),
-        init = f.init,
-        load = codegen::load(d, "p[j * inner]"),
-        lift = f.lift,
-        fin = codegen::store(f.out, &f.value),
+"#
     )
 }
 
@@ -256,10 +264,9 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 /// shared-memory tree combines those threads in a fixed order: `out[(o * splits + s) * inner +
 /// k] = fold_{j in split s} x[(o * r + j) * inner + k]`.
 fn tile_source(name: &str, d: DType, f: &Fold, tw: u32) -> String {
+    let FoldText { head, out_t, in_t, init, load, lift, fin } = fold_text(d, f, "p[j * inner]");
     format!(
-        r#"{PRELUDE}
-{acc_decl}
-__device__ __forceinline__ A comb(A a, A b) {{ {comb} }}
+        r#"{head}
 extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 outer, i64 r, i64 inner, i64 split, i64 splits) {{
     __shared__ A sh[{BLOCK}];
     const int TW = {tw};
@@ -287,15 +294,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         __syncthreads();
     }}
 }}
-"#,
-        acc_decl = f.acc_decl,
-        comb = f.comb,
-        out_t = codegen::storage(f.out),
-        in_t = codegen::storage(d),
-        init = f.init,
-        load = codegen::load(d, "p[j * inner]"),
-        lift = f.lift,
-        fin = codegen::store(f.out, &f.value),
+"#
     )
 }
 
