@@ -280,12 +280,11 @@ mod tests {
             let inputs: Vec<Array> = (0..99)
                 .map(|i| {
                     let shape: &[usize] = if i % 2 == 1 { &[] } else { &[3, 1000] };
-                    let x = if strided && i == 0 {
+                    if strided && i == 0 {
                         crate::random::uniform(&keys[i], &[1000, 3], 0.5, 1.5, DType::F32).to_device(cuda).t()
                     } else {
                         crate::random::uniform(&keys[i], shape, 0.5, 1.5, DType::F32).to_device(cuda)
-                    };
-                    x
+                    }
                 })
                 .collect();
             let eager = body(&inputs);
