@@ -403,6 +403,16 @@ fn reductions_match_cpu() {
     assert_eq!(p, vec![1.0; 3]);
     let e = cuda::reduce(ReduceOp::Sum, &z, &[3, 0], &[0]).expect("sum over 3");
     assert_eq!(e.to_host(&[1, 0]).expect("h").buf().len(), 0);
+    // column plans over an empty axis read nothing: [0, 5] over axis 0, [2, 0, 4] over axis 1
+    for (shape, axis, kept) in [(&[0usize, 5][..], 0usize, &[1usize, 5][..]), (&[2, 0, 4], 1, &[2, 1, 4])] {
+        let z = CudaData::empty(&dev, DType::F32, shape).expect("z");
+        for (op, identity) in [(ReduceOp::Sum, 0.0), (ReduceOp::Prod, 1.0), (ReduceOp::Max, f64::NEG_INFINITY)] {
+            let r = cuda::reduce(op, &z, shape, &[axis]).expect("empty column reduction");
+            let got = as_f64(&r.to_host(kept).expect("h"), kept);
+            assert_eq!(got, vec![identity; kept.iter().product()], "{op:?} over axis {axis} of {shape:?}");
+        }
+    }
+    dev.synchronize().expect("no kernel read outside its input");
 }
 
 #[test]

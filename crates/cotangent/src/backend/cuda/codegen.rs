@@ -99,27 +99,12 @@ template <int K> struct ct_args {
     i64 shape[CT_MAX_DIMS];
     i64 st[K][CT_MAX_DIMS];
 };
-/* Element i of a dense launch (`contig & 1`: at most two axes, every operand dense, a row or a
-   column repeated along the other axis, or a scalar) as (q, r): its operands' offsets are
-   st[k][0] * q + st[k][1] * r. One axis or none: (i, 0); two: (i / cols, i % cols), in 32 bits
-   when the space fits. */
-template <int K> __device__ __forceinline__ void ct_dense_split(const ct_args<K>& a, i64 i, i64* q, i64* r) {
-    if (a.ndim < 2) { *q = i; *r = 0; return; }
-    if (a.n <= 0xffffffffll) {
-        u32 c = (u32)a.shape[1], qq = (u32)i / c;
-        *q = qq; *r = (i64)((u32)i - qq * c);
-        return;
-    }
-    *q = i / a.shape[1]; *r = i - *q * a.shape[1];
-}
 /* Offsets of element i (row-major over the shape) in each operand. The outermost axis needs no
    division; the others divide in 32 bits when the whole space fits (64-bit division is a long
    software sequence on GPUs and bounded the strided kernels at half the memory bandwidth). */
 template <int K> __device__ __forceinline__ void ct_offsets(const ct_args<K>& a, i64 i, i64* o) {
     if (a.contig & 1) {
-        i64 q, r;
-        ct_dense_split(a, i, &q, &r);
-        for (int k = 0; k < K; k++) o[k] = a.st[k][0] * q + a.st[k][1] * r;
+        for (int k = 0; k < K; k++) o[k] = (k < 62 && ((a.contig >> (k + 1)) & 1)) ? 0 : i;
         return;
     }
     for (int k = 0; k < K; k++) o[k] = 0;
@@ -154,10 +139,8 @@ pub struct Args<const K: usize> {
     pub n: i64,
     /// Number of (merged) axes.
     pub ndim: i64,
-    /// 1 when the launch is dense: at most two (merged) axes, and every operand dense row-major
-    /// over the whole space, a row or column repeated along the other axis (a bias added to a
-    /// batch of rows) or a broadcast scalar; kernels then split an element number into at most
-    /// one quotient and remainder (`ct_dense_split`) instead of decoding every axis.
+    /// Bit 0: every operand is dense row-major over the whole space (offset = element number)
+    /// or a broadcast scalar (offset 0); bit `k + 1`: operand `k` is such a scalar.
     pub contig: i64,
     /// Extents.
     pub shape: [i64; MAX_DIMS],
@@ -220,18 +203,14 @@ impl Layout {
             )));
         }
         let n: usize = shape.iter().product();
-        // dense: one axis (or none) with unit or zero strides, or two axes `[rows, cols]` along
-        // which each operand is dense `(cols, 1)`, a repeated row `(0, 1)`, a repeated column
-        // `(1, 0)` or a scalar `(0, 0)`
-        let dense = match dims.len() {
-            0 | 1 => st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0)),
-            2 => {
-                let cols = dims[1] as isize;
-                (0..k).all(|j| matches!((st[0][j], st[1][j]), (0 | 1, 0) | (0, 1)) || (st[0][j], st[1][j]) == (cols, 1))
-            }
-            _ => false,
-        };
-        let contig = i64::from(dense);
+        // `contig` flags broadcast scalars in bits 1..=62: an operand past those that is a
+        // broadcast scalar sends the launch down the strided path instead
+        let flagged = k.min(62);
+        let dense = dims.len() <= 1
+            && st.iter().all(|s| s.iter().all(|&x| x == 1 || x == 0))
+            && st.first().is_none_or(|s| s[flagged..].iter().all(|&x| x != 0));
+        let scalars = st.first().map_or(0, |s| (0..flagged).filter(|&j| s[j] == 0).fold(0i64, |m, j| m | 2 << j));
+        let contig = if dense { 1 | scalars } else { 0 };
         let mut words: SmallVec<[i64; 59]> = smallvec::smallvec![0i64; 3 + MAX_DIMS * (k + 1)];
         words[..3].copy_from_slice(&[n as i64, dims.len() as i64, contig]);
         words[3..3 + MAX_DIMS].fill(1);
@@ -406,25 +385,25 @@ mod tests {
         Layout::new("test", shape, strides).unwrap().dense()
     }
 
-    /// Which launches take the dense path: one axis of dense operands and scalars, or two axes
-    /// whose operands are dense, a repeated row (a bias over a batch), a repeated column or a
-    /// scalar; never a transposed operand or three axes that do not merge.
+    /// Which launches take the dense path (whose kernels read operand `k` at the element number,
+    /// or at 0 for a flagged scalar): one merged axis of dense operands and scalars. Anything
+    /// else — a repeated row (a bias over a batch), a transposed operand, a sliced row, a scalar
+    /// past the 62 flagged operands — must take the strided path.
     #[test]
     fn dense_layouts() {
-        // x * 1.01 over [8, 16] merges into one axis
+        // x * 1.01 over [8, 16] merges into one axis; axes of extent 1 are dropped
         assert!(dense(&[8, 16], &[&[16, 1], &[0, 0]]));
+        assert!(dense(&[4, 1, 3], &[&[3, 3, 1], &[0, 0, 0]]));
         // h + bias: [4096, 512] + [512]
-        assert!(dense(&[4096, 512], &[&[512, 1], &[0, 1]]));
-        // x - lse[:, None]: [4096, 10] - [4096, 1]
-        assert!(dense(&[4096, 10], &[&[10, 1], &[1, 0], &[0, 0]]));
-        // a transposed operand, or a row of stride 2, is strided
+        assert!(!dense(&[4096, 512], &[&[512, 1], &[0, 1]]));
+        // a transposed operand, a row of stride 2, a sliced row
         assert!(!dense(&[4, 3], &[&[3, 1], &[1, 4]]));
         assert!(!dense(&[4, 3], &[&[3, 1], &[0, 2]]));
-        // a sliced row (stride 4 between rows of 3) is not dense either
-        assert!(!dense(&[4, 3], &[&[4, 1], &[0, 1]]));
-        // three axes that do not merge
-        assert!(!dense(&[2, 3, 4], &[&[12, 4, 1], &[0, 0, 1], &[0, 1, 0]]));
-        // axes of extent 1 are dropped first: [4, 1, 3] + [3] is two axes
-        assert!(dense(&[4, 1, 3], &[&[3, 3, 1], &[0, 0, 1]]));
+        assert!(!dense(&[4, 3], &[&[4, 1], &[3, 1]]));
+        // a scalar as operand 61 is flagged (bit 62); as operand 62 there is no bit left for it
+        let mut ops: Vec<&[isize]> = vec![&[1]; 61];
+        assert!(dense(&[5], &[&ops[..], &[&[0]]].concat()));
+        ops.push(&[1]);
+        assert!(!dense(&[5], &[&ops[..], &[&[0]]].concat()));
     }
 }

@@ -202,9 +202,8 @@ const DENSE_UNROLL: u32 = 8;
 /// `in_ts` are the operands' C types, `body` is the per-element statement: `@k@` stands for the value of
 /// operand `k` at element `i` (its storage type, unconverted), `o[k]` for that operand's offset.
 ///
-/// Dense launches (`g.contig`: every operand dense, a broadcast scalar as in `x * 1.01`, or a
-/// row or column repeated over two axes as in `h + bias`) take an unrolled loop with at most one
-/// 32-bit division per element that first issues the loads of all
+/// Dense launches (`g.contig`: every operand dense or a broadcast scalar, as in `x * 1.01`) take
+/// an unrolled loop without index arithmetic that first issues the loads of all
 /// [`DENSE_UNROLL`] elements and only then computes and stores them: a body that calls `sin`
 /// or converts f16 would otherwise keep one load in flight per thread, and a bandwidth-bound
 /// kernel needs several. Strided launches compute each operand's offset from the element
@@ -238,7 +237,7 @@ pub(super) fn map_source_unrolled(
         loads.push_str(&format!(
             "      {t} ld{j}[{unroll}];\n      \
              _Pragma(\"unroll\") for (int u = 0; u < {unroll}; u++) {{ i64 i = b + u * stride; \
-             if (i < g.n) ld{j}[u] = a{j}[g.st[{j}][0] * q[u] + g.st[{j}][1] * r[u]]; }}\n"
+             if (i < g.n) ld{j}[u] = a{j}[scalar[{j}] ? 0 : i]; }}\n"
         ));
         dense_body = dense_body.replace(&format!("@{j}@"), &format!("ld{j}[u]"));
         strided_body = strided_body.replace(&format!("@{j}@"), &format!("a{j}[o[{j}]]"));
@@ -247,13 +246,13 @@ pub(super) fn map_source_unrolled(
         "{PRELUDE}\n{header}\nextern \"C\" __global__ void {name}({outs}, {params}ct_args<{k}> g) {{\n  \
          if (g.contig & 1) {{\n    \
            const i64 stride = (i64)blockDim.x * gridDim.x;\n    \
-           for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {unroll} * stride) {{\n      \
-             i64 q[{unroll}], r[{unroll}];\n      \
-             _Pragma(\"unroll\") for (int u = 0; u < {unroll}; u++) ct_dense_split(g, b + u * stride, &q[u], &r[u]);\n\
+           bool scalar[{k}];\n    \
+           for (int k = 0; k < {k}; k++) scalar[k] = k < 62 && ((g.contig >> (k + 1)) & 1);\n    \
+           for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < g.n; b += {unroll} * stride) {{\n\
 {loads}      \
              _Pragma(\"unroll\") for (int u = 0; u < {unroll}; u++) {{\n        \
                i64 i = b + u * stride;\n        \
-               if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = g.st[k][0] * q[u] + g.st[k][1] * r[u]; {dense_body} }}\n      \
+               if (i < g.n) {{ i64 o[{k}]; for (int k = 0; k < {k}; k++) o[k] = scalar[k] ? 0 : i; {dense_body} }}\n      \
              }}\n    \
            }}\n    \
            return;\n  \

@@ -50,6 +50,10 @@ const COLUMN_MIN_OUTPUTS: usize = 1 << 16;
 const COLUMN_MAX_SHORT: usize = 32;
 /// Rows per block of a tiled column pass.
 const COLUMN_SPLIT: usize = 256;
+/// Loads a thread of a column kernel issues before folding them (in order): a fold is a chain
+/// of dependent steps, and one load in flight per thread left the tiled pass of a `[4096, 512]`
+/// bias gradient at ~1 TB/s on an H100 (8.7 µs, ncu).
+const COLUMN_LOADS: usize = 8;
 /// Elements per thread of a chunked cumulative sum (at least; `sqrt(r)` for longer axes).
 const SCAN_CHUNK: usize = 1024;
 
@@ -241,6 +245,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 /// the chunks' accumulators, which the next pass folds the same way.
 fn column_source(name: &str, d: DType, f: &Fold) -> String {
     let FoldText { head, out_t, in_t, init, load, lift, fin } = fold_text(d, f, "p[j * inner]");
+    let load_w = codegen::load(d, "w[u]");
     format!(
         r#"{head}
 extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 outer, i64 r, i64 inner, i64 chunk, i64 chunks) {{
@@ -250,7 +255,13 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         i64 start = c * chunk, n = r - start < chunk ? r - start : chunk;
         const {in_t}* p = x + (o * r + start) * inner + k;
         A acc = {init};
-        for (i64 j = 0; j < n; j++) {{ auto v = {load}; acc = comb(acc, {lift}); }}
+        i64 j = 0;
+        for (; j + {COLUMN_LOADS} <= n; j += {COLUMN_LOADS}) {{
+            {in_t} w[{COLUMN_LOADS}];
+            _Pragma("unroll") for (int u = 0; u < {COLUMN_LOADS}; u++) w[u] = p[(j + u) * inner];
+            _Pragma("unroll") for (int u = 0; u < {COLUMN_LOADS}; u++) {{ auto v = {load_w}; acc = comb(acc, {lift}); }}
+        }}
+        for (; j < n; j++) {{ auto v = {load}; acc = comb(acc, {lift}); }}
         out[t] = {fin};
     }}
 }}
@@ -265,6 +276,7 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 /// k] = fold_{j in split s} x[(o * r + j) * inner + k]`.
 fn tile_source(name: &str, d: DType, f: &Fold, tw: u32) -> String {
     let FoldText { head, out_t, in_t, init, load, lift, fin } = fold_text(d, f, "p[j * inner]");
+    let load_w = codegen::load(d, "w[u]");
     format!(
         r#"{head}
 extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __restrict__ x, i64 outer, i64 r, i64 inner, i64 split, i64 splits) {{
@@ -282,7 +294,13 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
         A acc = {init};
         if (k < inner) {{
             const {in_t}* p = x + o * r * inner + k;
-            for (i64 j = start + ly; j < end; j += RL) {{ auto v = {load}; acc = comb(acc, {lift}); }}
+            i64 j = start + ly;
+            for (; j + ({COLUMN_LOADS} - 1) * RL < end; j += {COLUMN_LOADS} * RL) {{
+                {in_t} w[{COLUMN_LOADS}];
+                _Pragma("unroll") for (int u = 0; u < {COLUMN_LOADS}; u++) w[u] = p[(j + u * RL) * inner];
+                _Pragma("unroll") for (int u = 0; u < {COLUMN_LOADS}; u++) {{ auto v = {load_w}; acc = comb(acc, {lift}); }}
+            }}
+            for (; j < end; j += RL) {{ auto v = {load}; acc = comb(acc, {lift}); }}
         }}
         sh[threadIdx.x] = acc;
         __syncthreads();
@@ -330,13 +348,14 @@ unsafe fn fold_columns(
             let out = CudaData::empty(dev, f.out, &[outer * inner])?;
             let name = format!("ct_cols_{key}_{}_{}", codegen::tag(src_dtype), codegen::tag(f.out));
             let k = dev.kernel(&name, &name, || column_source(&name, src_dtype, f))?;
-            let rows = rows.max(1);
             let grid = dev.grid_for((outer * inner) as u64, BLOCK);
             // SAFETY: the column kernel takes (out, x, outer, r, inner, chunk, chunks); `out` was
             // just allocated with `outer × inner` elements of `f.out`, and the input is the
             // caller's dense `outer × r × inner` buffer (first pass) or the previous pass's
             // `outer × rows × inner` accumulators, of dtype `src_dtype`.
-            unsafe { launch_fold(dev, k, out.ptr(), input, [outer, rows, inner, rows, 1].map(|v| v as i64), grid) }?;
+            unsafe {
+                launch_fold(dev, k, out.ptr(), input, [outer, rows, inner, rows.max(1), 1].map(|v| v as i64), grid)
+            }?;
             return Ok(out);
         }
         let splits = rows.div_ceil(COLUMN_SPLIT);
