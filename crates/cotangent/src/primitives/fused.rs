@@ -1,6 +1,6 @@
 //! [`Fused`]: a group of element-wise primitives run as one node, built by
 //! [`compile`](crate::compile) and by the rules of binary ops for their short gradient chains
-//! ([`fuse_chain`]), never by ops.
+//! (`fuse_chain`), never by ops.
 //!
 //! The group keeps the primitives it replaced, so its rules are theirs: the VJP, JVP and
 //! batching rule rebuild the group as separate nodes (`Fused::expand`) and transform that, so
