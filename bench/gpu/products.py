@@ -49,6 +49,32 @@ def time_products(batch, reps):
     print(json.dumps({"bench": "products", "fw": "torch", "batch": batch, "results": res}))
 
 
+def time_products_jax(batch, reps):
+    import jax
+    import jax.numpy as jnp
+    res = {}
+    key = jax.random.PRNGKey(0)
+    for m, k, n, lay in shapes(batch):
+        ka, kb = jax.random.split(key)
+        a = jax.random.normal(ka, (k, m) if lay[0] == "t" else (m, k))
+        b = jax.random.normal(kb, (n, k) if lay[1] == "t" else (k, n))
+        ta, tb = lay[0] == "t", lay[1] == "t"
+        f = jax.jit(lambda a, b: jnp.matmul(a.T if ta else a, b.T if tb else b, precision="highest"))
+        for _ in range(3):
+            f(a, b).block_until_ready()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                r = f(a, b)
+            r.block_until_ready()
+            ts.append((time.perf_counter() - t0) / 20)
+        ts.sort()
+        us = ts[len(ts) // 2] * 1e6
+        res[f"{m},{k},{n},{lay}"] = {"us": us, "gflops": 2 * m * k * n / us / 1e3}
+    print(json.dumps({"bench": "products", "fw": "jax", "batch": batch, "results": res}))
+
+
 def torch_steps(batch, steps):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -107,10 +133,13 @@ if __name__ == "__main__":
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--step", choices=["torch", "jax"], help="run training steps instead of timing products")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--framework", choices=["torch", "jax"], default="torch", help="whose products to time")
     a = p.parse_args()
     if a.step == "torch":
         torch_steps(a.batch, a.steps)
     elif a.step == "jax":
         jax_steps(a.batch, a.steps)
+    elif a.framework == "jax":
+        time_products_jax(a.batch, a.reps)
     else:
         time_products(a.batch, a.reps)
