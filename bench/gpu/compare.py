@@ -106,13 +106,16 @@ def main():
                              t.get("grad_us_per_op"), j.get("jit_grad_us_per_op"), False))
         elif s == "mlp":
             pr = peers(a.python, "mlp")
+            # the peers time loops of 50 steps with one wait for the GPU; cotangent both ways:
+            # a wait after every step, and 50 steps per wait as the peers
             for b in (128, 4096):
-                r = ours(a.bin, "mlp", "--batch", b, "--reps", 5)
-                for mode in ("eager", "compiled"):
-                    rows.append((f"MLP SGD step, batch {b}, {mode}", "steps/s",
-                                 r and r["results"][mode]["steps_per_s"],
-                                 pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
-                                 pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
+                for per_sync in (1, 50):
+                    r = ours(a.bin, "mlp", "--batch", b, "--reps", 5, "--steps-per-sync", per_sync)
+                    for mode in ("eager", "compiled"):
+                        rows.append((f"MLP SGD step, batch {b}, {mode}, {per_sync} step(s) per wait", "steps/s",
+                                     r and r["results"][mode]["steps_per_s"],
+                                     pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
+                                     pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
         elif s == "gated_delta":
             pr = peers(a.python, "gdn_jax", IMPL="jax_chunk_ckpt_jit", TS="2048,8192")
             # T = 32768 for cotangent only: it must run, with memory linear in T

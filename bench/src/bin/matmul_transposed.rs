@@ -20,7 +20,8 @@ fn main() -> ct::Result<()> {
         let parts: Vec<&str> = shape.split(',').map(str::trim).collect();
         let dims: Vec<usize> = parts.iter().take(3).filter_map(|s| s.parse().ok()).collect();
         let layout = parts.get(3).copied().unwrap_or("nt");
-        let ([m, k, n], true) = (<[usize; 3]>::try_from(dims).unwrap_or([0; 3]), ["nn", "nt", "tn", "tt"].contains(&layout))
+        let ([m, k, n], true) =
+            (<[usize; 3]>::try_from(dims).unwrap_or([0; 3]), ["nn", "nt", "tn", "tt"].contains(&layout))
         else {
             return Err(ct::Error::Eval(format!("--shapes wants m,k,n[,nn|nt|tn|tt], got {shape:?}")));
         };

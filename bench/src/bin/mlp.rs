@@ -4,6 +4,11 @@
 //! (lr 0.01), batch `--batch` (128), the same batch every step. One step = forward + backward +
 //! parameter update, fully evaluated. Mode `eager` (lazy graph, one eval per step). GFLOP/s uses
 //! the peers' estimate 6 · batch · weights per step.
+//!
+//! `--steps-per-sync N` (default 1): a timed call runs N steps, each evaluated, and then waits
+//! for the device once. With 1, every step ends in a wait, so on a GPU no step's host work
+//! overlaps the previous step's kernels; the GPU peers (`bench/gpu/anchors.py`) time loops of 50
+//! steps with one wait, which `--steps-per-sync 50` matches. On the CPU the two are the same.
 use cotangent::{self as ct, Array, DType};
 use cotangent_bench::{self as cb, serde_json::json, Args, Rng};
 
@@ -67,6 +72,7 @@ fn main() -> ct::Result<()> {
     let reps: usize = a.num("reps", 5);
     let warmup: usize = a.num("warmup", 2);
     let min_time: f64 = a.num("min-time", 0.5);
+    let per_sync: usize = a.num::<usize>("steps-per-sync", 1).max(1);
     let mut rng = Rng::new(0);
     let mut params = Vec::new();
     let mut nweights = 0usize;
@@ -102,7 +108,7 @@ fn main() -> ct::Result<()> {
             _ => Box::new(step.clone()),
         };
         let state = std::cell::RefCell::new((params.clone(), Array::scalar(0.0f32)));
-        let one = || {
+        let step_once = || {
             let mut st = state.borrow_mut();
             let mut args = st.0.clone();
             args.push(x.clone());
@@ -112,18 +118,20 @@ fn main() -> ct::Result<()> {
             let loss = out.pop().expect("the loss");
             *st = (out, loss);
         };
-        let (first, ()) = cb::timed_once(one);
+        // `time_fn` waits for the device after each call
+        let one = || (0..per_sync).for_each(|_| step_once());
+        let (first, ()) = cb::timed_once(&step_once);
         let t = cb::time_fn(one, warmup, reps, min_time);
         // where a step's time goes: building its graph (the call), queueing its work (`eval`,
         // which on a GPU returns once every kernel is launched), waiting for the device
         let split = host_split(&state, &*run, &x, &y, 50)?;
         let loss_final = state.borrow().1.item::<f32>()?;
-        let s = t.median_s;
+        let s = t.median_s / per_sync as f64;
         res.insert(
             mode.clone(),
             json!({
                 "s_per_step": s, "steps_per_s": 1.0 / s, "examples_per_s": batch as f64 / s,
-                "gflops": flops / s / 1e9, "min_s_per_step": t.min_s, "inner": t.inner,
+                "gflops": flops / s / 1e9, "min_s_per_step": t.min_s / per_sync as f64, "inner": t.inner,
                 "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
                 "build_us": split[0], "eval_us": split[1], "wait_us": split[2],
             }),
@@ -133,7 +141,7 @@ fn main() -> ct::Result<()> {
     cb::emit(&cb::record(
         "mlp",
         json!({"dims": dims, "batch": batch, "lr": LR, "reps": reps, "warmup": warmup,
-               "min_time": min_time, "flops_per_step": flops}),
+               "min_time": min_time, "flops_per_step": flops, "steps_per_sync": per_sync}),
         res,
     ));
     Ok(())
