@@ -560,6 +560,54 @@ pub fn arg_reduce(op: ArgReduceOp, x: &CudaData, shape: &[usize], axis: usize) -
     Ok(CudaData { strides: contiguous_strides(&out_shape), ..res })
 }
 
+/// Rows at most this long take the thread-per-row logsumexp / softmax kernel
+/// ([`short_softmax_source`]): a block of 256 threads per row of 10 class scores (a
+/// classifier's cross-entropy) idles most of its threads through 16 barriers per row.
+const SHORT_ROW: usize = 32;
+
+/// Source of the logsumexp / softmax kernel for rows of at most [`SHORT_ROW`] elements: one
+/// thread per row walks it in order (maximum, then the compensated sum of `exp(v - shift)` as
+/// in [`softmax_source`], then the outputs).
+fn short_softmax_source(name: &str, d: DType, softmax: bool) -> String {
+    let wide = d == DType::F64;
+    let (a, f, inf) = if wide { ("double", "", "CT_INF_D") } else { ("float", "f", "CT_INF_F") };
+    let fin = if softmax {
+        format!(
+            "A inv = (A)1 / s; for (i64 j = 0; j < r; j++) {{ A v = {load}; out[row * r + j] = {st}; }}",
+            load = codegen::load(d, "p[j]"),
+            st = codegen::store(d, &format!("exp{f}(v - m) * inv"))
+        )
+    } else {
+        format!("out[row] = {};", codegen::store(d, &format!("shift + log{f}(s)")))
+    };
+    format!(
+        r#"{PRELUDE}
+typedef {a} A;
+extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict__ x, i64 rows, i64 r) {{
+    CT_LOOP(row, rows) {{
+        const {st}* p = x + row * r;
+        A m = -{inf};
+        for (i64 j = 0; j < r; j++) {{ A v = {load}; m = (m != m || v != v) ? (m + v) : (v > m ? v : m); }}
+        A shift = (m != m || m == {inf} || m == -{inf}) ? (A)0 : m;
+        A c = {softmax_shift};
+        A s = 0;
+        A e = 0;
+        for (i64 j = 0; j < r; j++) {{
+            A v = {load}; A y = exp{f}(v - c); A t = s + y;
+            e += (t - t == (A)0) ? ((fabs(s) >= fabs(y)) ? (s - t) + y : (y - t) + s) : (A)0;
+            s = t;
+        }}
+        s = (s - s == (A)0) ? s + e : s;
+        {fin}
+    }}
+}}
+"#,
+        st = codegen::storage(d),
+        load = codegen::load(d, "p[j]"),
+        softmax_shift = if softmax { "m" } else { "shift" },
+    )
+}
+
 /// Source of the per-row logsumexp / softmax kernel (one block per row).
 fn softmax_source(name: &str, d: DType, softmax: bool) -> String {
     let wide = d == DType::F64;
@@ -631,8 +679,15 @@ fn rows_kernel_float(x: &CudaData, shape: &[usize], axes: &[usize], softmax: boo
     let out = CudaData::empty(dev, d, &[if softmax { rows * r } else { rows }])?;
     let perm = rows_permutation(shape.len(), axes);
     if rows > 0 && (r > 0 || !softmax) {
-        let name = format!("ct_{what}_{}", codegen::tag(d));
-        let k = dev.kernel(&name, &name, || softmax_source(&name, d, softmax))?;
+        let short = r <= SHORT_ROW;
+        let name = format!("ct_{what}{}_{}", if short { "_short" } else { "" }, codegen::tag(d));
+        let k = dev.kernel(&name, &name, || {
+            if short {
+                short_softmax_source(&name, d, softmax)
+            } else {
+                softmax_source(&name, d, softmax)
+            }
+        })?;
         let (mut o, mut p, mut n_rows, mut len) = (out.ptr(), xr.ptr(), rows as i64, r as i64);
         let mut params: Vec<*mut c_void> = vec![
             &mut o as *mut u64 as *mut c_void,
@@ -640,9 +695,13 @@ fn rows_kernel_float(x: &CudaData, shape: &[usize], axes: &[usize], softmax: boo
             &mut n_rows as *mut i64 as *mut c_void,
             &mut len as *mut i64 as *mut c_void,
         ];
-        // SAFETY: the softmax/logsumexp kernel takes (out, x, rows, len); `out` was just allocated
-        // for the results of `rows` rows of `len` and `xr` is the dense `rows × len` input.
-        unsafe { dev.launch(k, (rows as u64).min(dev.sm_count() as u64 * 16) as u32, BLOCK, 0, &mut params) }?;
+        // a thread per row (short rows) or a block per row
+        let grid =
+            if short { dev.grid_for(rows as u64, BLOCK) } else { (rows as u64).min(dev.sm_count() as u64 * 16) as u32 };
+        // SAFETY: both softmax/logsumexp kernels take (out, x, rows, len); `out` was just
+        // allocated for the results of `rows` rows of `len` and `xr` is the dense `rows × len`
+        // input.
+        unsafe { dev.launch(k, grid, BLOCK, 0, &mut params) }?;
     }
     Ok((out, perm))
 }
@@ -881,6 +940,7 @@ mod tests {
                 for softmax in [false, true] {
                     let name = format!("ct_test_softmax_{}", codegen::tag(d));
                     compiles(softmax_source(&name, d, softmax), &name);
+                    compiles(short_softmax_source(&name, d, softmax), &name);
                 }
             }
         }
