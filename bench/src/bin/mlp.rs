@@ -118,9 +118,9 @@ fn main() -> ct::Result<()> {
             let loss = out.pop().expect("the loss");
             *st = (out, loss);
         };
+        let (first, ()) = cb::timed_once(step_once);
         // `time_fn` waits for the device after each call
         let one = || (0..per_sync).for_each(|_| step_once());
-        let (first, ()) = cb::timed_once(&step_once);
         let t = cb::time_fn(one, warmup, reps, min_time);
         // where a step's time goes: building its graph (the call), queueing its work (`eval`,
         // which on a GPU returns once every kernel is launched), waiting for the device
