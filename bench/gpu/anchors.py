@@ -332,55 +332,74 @@ def section_overhead():
         emit({"section": "overhead", "fw": "jax", "error": repr(e)[:400]})
 
 
-def section_mlp():
+MLP_DIMS = [784, 512, 512, 10]
+
+
+def torch_mlp_step(B):
+    """One eager PyTorch SGD step of the 784-512-512-10 relu MLP at batch B (TF32 off), as a
+    function of nothing that updates its parameters in place."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
-    dims = [784, 512, 512, 10]
+    dims = MLP_DIMS
+    Ws = [(torch.randn(i, o, device="cuda") * (2 / i) ** 0.5).requires_grad_(True) for i, o in zip(dims, dims[1:])]
+    bs = [torch.zeros(o, device="cuda", requires_grad=True) for o in dims[1:]]
+    X = torch.randn(B, 784, device="cuda")
+    y = torch.randint(0, 10, (B,), device="cuda")
+
+    def step():
+        h = X
+        for i, (W, b) in enumerate(zip(Ws, bs)):
+            h = h @ W + b
+            if i < 2:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, y)
+        gs = torch.autograd.grad(loss, Ws + bs)
+        with torch.no_grad():
+            for p, g in zip(Ws + bs, gs):
+                p.sub_(0.01 * g)
+
+    return step
+
+
+def jax_mlp_step(B):
+    """The same step under jax.jit (precision highest), and the initial parameters:
+    `params = step(params)`."""
+    import jax, jax.numpy as jnp
+    dims = MLP_DIMS
+    key = jax.random.PRNGKey(0)
+    params = []
+    for i, o in zip(dims, dims[1:]):
+        key, k1 = jax.random.split(key)
+        params.append((jax.random.normal(k1, (i, o)) * (2 / i) ** 0.5, jnp.zeros(o)))
+    X = jax.random.normal(key, (B, 784))
+    y = jax.random.randint(key, (B,), 0, 10)
+
+    def loss(ps):
+        h = X
+        for i, (W, b) in enumerate(ps):
+            h = jnp.matmul(h, W, precision="highest") + b
+            if i < 2:
+                h = jax.nn.relu(h)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
+
+    @jax.jit
+    def step(ps):
+        g = jax.grad(loss)(ps)
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, g)
+
+    return step, params
+
+
+def section_mlp():
     for B in (128, 4096):
-        Ws = [(torch.randn(i, o, device="cuda") * (2 / i) ** 0.5).requires_grad_(True) for i, o in zip(dims, dims[1:])]
-        bs = [torch.zeros(o, device="cuda", requires_grad=True) for o in dims[1:]]
-        X = torch.randn(B, 784, device="cuda")
-        y = torch.randint(0, 10, (B,), device="cuda")
-
-        def step():
-            h = X
-            for i, (W, b) in enumerate(zip(Ws, bs)):
-                h = h @ W + b
-                if i < 2:
-                    h = torch.relu(h)
-            loss = torch.nn.functional.cross_entropy(h, y)
-            gs = torch.autograd.grad(loss, Ws + bs)
-            with torch.no_grad():
-                for p, g in zip(Ws + bs, gs):
-                    p.sub_(0.01 * g)
-
+        step = torch_mlp_step(B)
         n = 50
         t = torch_time(lambda: [step() for _ in range(n)], reps=3, warm=1)
         emit({"section": "mlp", "fw": "torch_eager", "batch": B, "steps_per_s": n / t})
     try:
-        import jax, jax.numpy as jnp
+        import jax
         for B in (128, 4096):
-            key = jax.random.PRNGKey(0)
-            params = []
-            for i, o in zip(dims, dims[1:]):
-                key, k1 = jax.random.split(key)
-                params.append((jax.random.normal(k1, (i, o)) * (2 / i) ** 0.5, jnp.zeros(o)))
-            X = jax.random.normal(key, (B, 784))
-            y = jax.random.randint(key, (B,), 0, 10)
-
-            def loss(ps):
-                h = X
-                for i, (W, b) in enumerate(ps):
-                    h = jnp.matmul(h, W, precision="highest") + b
-                    if i < 2:
-                        h = jax.nn.relu(h)
-                return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
-
-            @jax.jit
-            def step(ps):
-                g = jax.grad(loss)(ps)
-                return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, g)
-
+            step, params = jax_mlp_step(B)
             params = step(params); jax.block_until_ready(params)
             ts = []
             for _ in range(3):

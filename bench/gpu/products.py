@@ -12,6 +12,8 @@ with X stored k×m (a weight gradient).
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 
@@ -26,105 +28,65 @@ def shapes(batch, dims=(784, 512, 512, 10)):
     return out
 
 
-def time_products(batch, reps):
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    res = {}
-    for m, k, n, lay in shapes(batch):
-        a = torch.randn(k, m, device="cuda").t() if lay[0] == "t" else torch.randn(m, k, device="cuda")
-        b = torch.randn(n, k, device="cuda").t() if lay[1] == "t" else torch.randn(k, n, device="cuda")
-        for _ in range(3):
-            a @ b
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(20):
-                a @ b
-            torch.cuda.synchronize()
-            ts.append((time.perf_counter() - t0) / 20)
-        ts.sort()
-        us = ts[len(ts) // 2] * 1e6
-        res[f"{m},{k},{n},{lay}"] = {"us": us, "gflops": 2 * m * k * n / us / 1e3}
-    print(json.dumps({"bench": "products", "fw": "torch", "batch": batch, "results": res}))
+def median_us(call, wait, reps, inner=20):
+    """Median µs per call of `call` over `reps` loops of `inner` calls, each loop ended by `wait`
+    on the last call's result (after 3 warm-up calls)."""
+    for _ in range(3):
+        wait(call())
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            r = call()
+        wait(r)
+        ts.append((time.perf_counter() - t0) / inner)
+    ts.sort()
+    return ts[len(ts) // 2] * 1e6
 
 
-def time_products_jax(batch, reps):
-    import jax
-    import jax.numpy as jnp
+def time_products(batch, reps, fw):
+    """One JSON line: µs per product of each of the step's products, with PyTorch or JAX."""
     res = {}
-    key = jax.random.PRNGKey(0)
+    if fw == "torch":
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+    else:
+        import jax
+        import jax.numpy as jnp
+        key = jax.random.PRNGKey(0)
     for m, k, n, lay in shapes(batch):
-        ka, kb = jax.random.split(key)
-        a = jax.random.normal(ka, (k, m) if lay[0] == "t" else (m, k))
-        b = jax.random.normal(kb, (n, k) if lay[1] == "t" else (k, n))
         ta, tb = lay[0] == "t", lay[1] == "t"
-        f = jax.jit(lambda a, b: jnp.matmul(a.T if ta else a, b.T if tb else b, precision="highest"))
-        for _ in range(3):
-            f(a, b).block_until_ready()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(20):
-                r = f(a, b)
-            r.block_until_ready()
-            ts.append((time.perf_counter() - t0) / 20)
-        ts.sort()
-        us = ts[len(ts) // 2] * 1e6
+        if fw == "torch":
+            a = torch.randn(k, m, device="cuda").t() if ta else torch.randn(m, k, device="cuda")
+            b = torch.randn(n, k, device="cuda").t() if tb else torch.randn(k, n, device="cuda")
+            us = median_us(lambda: a @ b, lambda r: torch.cuda.synchronize(), reps)
+        else:
+            ka, kb = jax.random.split(key)
+            a = jax.random.normal(ka, (k, m) if ta else (m, k))
+            b = jax.random.normal(kb, (n, k) if tb else (k, n))
+            f = jax.jit(lambda a, b: jnp.matmul(a.T if ta else a, b.T if tb else b, precision="highest"))
+            us = median_us(lambda: f(a, b), lambda r: r.block_until_ready(), reps)
         res[f"{m},{k},{n},{lay}"] = {"us": us, "gflops": 2 * m * k * n / us / 1e3}
-    print(json.dumps({"bench": "products", "fw": "jax", "batch": batch, "results": res}))
+    print(json.dumps({"bench": "products", "fw": fw, "batch": batch, "results": res}))
 
 
-def torch_steps(batch, steps):
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dims = [784, 512, 512, 10]
-    ws = [(torch.randn(i, o, device="cuda") * (2 / i) ** 0.5).requires_grad_(True) for i, o in zip(dims, dims[1:])]
-    bs = [torch.zeros(o, device="cuda", requires_grad=True) for o in dims[1:]]
-    x = torch.randn(batch, 784, device="cuda")
-    y = torch.randint(0, 10, (batch,), device="cuda")
-    for _ in range(steps):
-        h = x
-        for i, (w, b) in enumerate(zip(ws, bs)):
-            h = h @ w + b
-            if i < 2:
-                h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, y)
-        gs = torch.autograd.grad(loss, ws + bs)
-        with torch.no_grad():
-            for p, g in zip(ws + bs, gs):
-                p.sub_(0.01 * g)
-    torch.cuda.synchronize()
-
-
-def jax_steps(batch, steps):
-    import jax
-    import jax.numpy as jnp
-    dims = [784, 512, 512, 10]
-    key = jax.random.PRNGKey(0)
-    params = []
-    for i, o in zip(dims, dims[1:]):
-        key, k1 = jax.random.split(key)
-        params.append((jax.random.normal(k1, (i, o)) * (2 / i) ** 0.5, jnp.zeros(o)))
-    x = jax.random.normal(key, (batch, 784))
-    y = jax.random.randint(key, (batch,), 0, 10)
-
-    def loss(ps):
-        h = x
-        for i, (w, b) in enumerate(ps):
-            h = jnp.matmul(h, w, precision="highest") + b
-            if i < 2:
-                h = jax.nn.relu(h)
-        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1))
-
-    @jax.jit
-    def step(ps):
-        g = jax.grad(loss)(ps)
-        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, ps, g)
-
-    for _ in range(steps):
-        params = step(params)
-    jax.block_until_ready(params)
+def run_steps(fw, batch, steps):
+    """`steps` MLP training steps of `bench/gpu/anchors.py` (PyTorch eager or JAX jit), then a
+    wait: a loop for a kernel profiler to attach to."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import anchors
+    if fw == "torch":
+        import torch
+        step = anchors.torch_mlp_step(batch)
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    else:
+        import jax
+        step, params = anchors.jax_mlp_step(batch)
+        for _ in range(steps):
+            params = step(params)
+        jax.block_until_ready(params)
 
 
 if __name__ == "__main__":
@@ -135,11 +97,7 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--framework", choices=["torch", "jax"], default="torch", help="whose products to time")
     a = p.parse_args()
-    if a.step == "torch":
-        torch_steps(a.batch, a.steps)
-    elif a.step == "jax":
-        jax_steps(a.batch, a.steps)
-    elif a.framework == "jax":
-        time_products_jax(a.batch, a.reps)
+    if a.step:
+        run_steps(a.step, a.batch, a.steps)
     else:
-        time_products(a.batch, a.reps)
+        time_products(a.batch, a.reps, a.framework)

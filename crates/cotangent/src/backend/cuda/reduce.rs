@@ -565,71 +565,82 @@ pub fn arg_reduce(op: ArgReduceOp, x: &CudaData, shape: &[usize], axis: usize) -
 /// classifier's cross-entropy) idles most of its threads through 16 barriers per row.
 const SHORT_ROW: usize = 32;
 
-/// Source of the logsumexp / softmax kernel for rows of at most [`SHORT_ROW`] elements: one
-/// thread per row walks it in order (maximum, then the compensated sum of `exp(v - shift)` as
-/// in [`softmax_source`], then the outputs).
-fn short_softmax_source(name: &str, d: DType, softmax: bool) -> String {
+/// The source both logsumexp / softmax kernels share, for a loop `each` over the elements of a
+/// row that one thread handles and a guard `once` of the single logsumexp store: the
+/// accumulator type, the running maximum (NaN-propagating), the compensated sum of
+/// `exp(v - shift)` (the shift is the maximum for softmax, and for logsumexp the maximum where it
+/// is finite, else 0), and the outputs once `s` holds the row's sum.
+struct SoftmaxText {
+    st: &'static str,
+    typedef: String,
+    max: String,
+    sum: String,
+    fin: String,
+}
+
+fn softmax_text(d: DType, softmax: bool, each: &str, once: &str) -> SoftmaxText {
     let wide = d == DType::F64;
     let (a, f, inf) = if wide { ("double", "", "CT_INF_D") } else { ("float", "f", "CT_INF_F") };
+    let load = codegen::load(d, "p[j]");
     let fin = if softmax {
         format!(
-            "A inv = (A)1 / s; for (i64 j = 0; j < r; j++) {{ A v = {load}; out[row * r + j] = {st}; }}",
-            load = codegen::load(d, "p[j]"),
+            "A inv = (A)1 / s; {each} {{ A v = {load}; out[row * r + j] = {st}; }}",
             st = codegen::store(d, &format!("exp{f}(v - m) * inv"))
         )
     } else {
-        format!("out[row] = {};", codegen::store(d, &format!("shift + log{f}(s)")))
+        format!("{once}out[row] = {};", codegen::store(d, &format!("shift + log{f}(s)")))
     };
+    SoftmaxText {
+        st: codegen::storage(d),
+        typedef: format!("typedef {a} A;"),
+        max: format!(
+            "A m = -{inf};\n        {each} {{ A v = {load}; m = (m != m || v != v) ? (m + v) : (v > m ? v : m); }}"
+        ),
+        sum: format!(
+            "A shift = (m != m || m == {inf} || m == -{inf}) ? (A)0 : m;\n        \
+             A c = {c};\n        A s = 0;\n        A e = 0;\n        \
+             {each} {{\n            A v = {load}; A y = exp{f}(v - c); A t = s + y;\n            \
+             e += (t - t == (A)0) ? ((fabs(s) >= fabs(y)) ? (s - t) + y : (y - t) + s) : (A)0;\n            \
+             s = t;\n        }}",
+            c = if softmax { "m" } else { "shift" }
+        ),
+        fin,
+    }
+}
+
+/// Source of the logsumexp / softmax kernel for rows of at most [`SHORT_ROW`] elements: one
+/// thread per row walks it in order.
+fn short_softmax_source(name: &str, d: DType, softmax: bool) -> String {
+    let SoftmaxText { st, typedef, max, sum, fin } = softmax_text(d, softmax, "for (i64 j = 0; j < r; j++)", "");
     format!(
         r#"{PRELUDE}
-typedef {a} A;
+{typedef}
 extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict__ x, i64 rows, i64 r) {{
     CT_LOOP(row, rows) {{
         const {st}* p = x + row * r;
-        A m = -{inf};
-        for (i64 j = 0; j < r; j++) {{ A v = {load}; m = (m != m || v != v) ? (m + v) : (v > m ? v : m); }}
-        A shift = (m != m || m == {inf} || m == -{inf}) ? (A)0 : m;
-        A c = {softmax_shift};
-        A s = 0;
-        A e = 0;
-        for (i64 j = 0; j < r; j++) {{
-            A v = {load}; A y = exp{f}(v - c); A t = s + y;
-            e += (t - t == (A)0) ? ((fabs(s) >= fabs(y)) ? (s - t) + y : (y - t) + s) : (A)0;
-            s = t;
-        }}
+        {max}
+        {sum}
         s = (s - s == (A)0) ? s + e : s;
         {fin}
     }}
 }}
-"#,
-        st = codegen::storage(d),
-        load = codegen::load(d, "p[j]"),
-        softmax_shift = if softmax { "m" } else { "shift" },
+"#
     )
 }
 
-/// Source of the per-row logsumexp / softmax kernel (one block per row).
+/// Source of the per-row logsumexp / softmax kernel (one block per row: each thread folds a
+/// strided share of the row, then the block combines the shares in a fixed tree order).
 fn softmax_source(name: &str, d: DType, softmax: bool) -> String {
-    let wide = d == DType::F64;
-    let (a, f, inf) = if wide { ("double", "", "CT_INF_D") } else { ("float", "f", "CT_INF_F") };
-    let fin = if softmax {
-        format!(
-            "A inv = (A)1 / s; for (i64 j = threadIdx.x; j < r; j += blockDim.x) {{ A v = {load}; out[row * r + j] = {st}; }}",
-            load = codegen::load(d, "p[j]"),
-            st = codegen::store(d, &format!("exp{f}(v - m) * inv"))
-        )
-    } else {
-        format!("if (threadIdx.x == 0) out[row] = {};", codegen::store(d, &format!("shift + log{f}(s)")))
-    };
+    let SoftmaxText { st, typedef, max, sum, fin } =
+        softmax_text(d, softmax, "for (i64 j = threadIdx.x; j < r; j += blockDim.x)", "if (threadIdx.x == 0) ");
     format!(
         r#"{PRELUDE}
-typedef {a} A;
+{typedef}
 extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict__ x, i64 rows, i64 r) {{
     __shared__ A sh[{BLOCK}];
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {{
         const {st}* p = x + row * r;
-        A m = -{inf};
-        for (i64 j = threadIdx.x; j < r; j += blockDim.x) {{ A v = {load}; m = (m != m || v != v) ? (m + v) : (v > m ? v : m); }}
+        {max}
         sh[threadIdx.x] = m;
         __syncthreads();
         for (int s = {BLOCK} / 2; s > 0; s >>= 1) {{
@@ -638,15 +649,7 @@ extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict
         }}
         m = sh[0];
         __syncthreads();
-        A shift = (m != m || m == {inf} || m == -{inf}) ? (A)0 : m;
-        A c = {softmax_shift};
-        A s = 0;
-        A e = 0;
-        for (i64 j = threadIdx.x; j < r; j += blockDim.x) {{
-            A v = {load}; A y = exp{f}(v - c); A t = s + y;
-            e += (t - t == (A)0) ? ((fabs(s) >= fabs(y)) ? (s - t) + y : (y - t) + s) : (A)0;
-            s = t;
-        }}
+        {sum}
         sh[threadIdx.x] = (s - s == (A)0) ? s + e : s;
         __syncthreads();
         for (int k = {BLOCK} / 2; k > 0; k >>= 1) {{
@@ -658,10 +661,7 @@ extern "C" __global__ void {name}({st}* __restrict__ out, const {st}* __restrict
         {fin}
     }}
 }}
-"#,
-        st = codegen::storage(d),
-        load = codegen::load(d, "p[j]"),
-        softmax_shift = if softmax { "m" } else { "shift" },
+"#
     )
 }
 
