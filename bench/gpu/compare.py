@@ -7,7 +7,7 @@ Usage, on a GPU machine (the binaries are built elsewhere by `bench/gpu/build`):
 
 Sections: matmul (f32 with TF32 off, bf16; n = 4096, 8192), elementwise (one op over 2^28 f32
 against a device-to-device copy), overhead (eager per-op cost of `sin(x)*1.01+0.1` on 16 floats),
-mlp (784-512-512-10 SGD step, batch 128 and 4096), gated_delta (fwd+bwd of the gated delta rule,
+mlp (784-512-512-10 SGD step, batch 128 and 4096; cotangent with a wait after every step and once per 50 steps, as the peers), gated_delta (fwd+bwd of the gated delta rule,
 f32, B=1, 16 heads of 128x128, T = 2048 and 8192, and 32768 for cotangent alone: cotangent-nn's chunked custom function against
 JAX's chunked checkpointed scan; time and peak device memory). cotangent's programs print one JSON record
 each; the peers' side is `anchors.py` (JSON lines). Every record is also appended to
