@@ -112,7 +112,7 @@ def main():
                 for per_sync in (1, 50):
                     r = ours(a.bin, "mlp", "--batch", b, "--reps", 5, "--steps-per-sync", per_sync)
                     for mode in ("eager", "compiled"):
-                        rows.append((f"MLP SGD step, batch {b}, {mode}, {per_sync} step(s) per wait", "steps/s",
+                        rows.append((f"MLP step, batch {b}, {mode}, {per_sync}/wait", "steps/s",
                                      r and r["results"][mode]["steps_per_s"],
                                      pick(pr, fw="torch_eager", batch=b).get("steps_per_s"),
                                      pick(pr, fw="jax_jit", batch=b).get("steps_per_s"), True))
