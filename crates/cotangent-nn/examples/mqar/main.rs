@@ -57,6 +57,7 @@ options (defaults in brackets):
   --seq-len N      sequence length [64]
   --dim N          model width [64]
   --heads N        heads of the delta-rule layers [2]
+  --head-dim N     key and value width of each head [dim / heads]
   --batch N        sequences per step [32]
   --steps N        training steps [1500]
   --lr X           peak learning rate (AdamW, warmup + cosine) [0.01]
@@ -89,6 +90,7 @@ fn parse_args() -> Config {
             "--seq-len" => c.seq_len = num(value()),
             "--dim" => c.dim = num(value()),
             "--heads" => c.heads = num(value()),
+            "--head-dim" => c.head_dim = Some(num(value())),
             "--batch" => c.batch = num(value()),
             "--steps" => c.steps = num(value()),
             "--lr" => c.lr = value().parse().expect("--lr: not a number"),
@@ -146,15 +148,18 @@ fn main() -> Result<()> {
     let mut training = Training::new(&c);
     training.model.parameters().eval()?;
     println!(
-        "MQAR: vocab {}, {} pairs, length {}; 2-layer Gated DeltaNet, dim {}, {} heads, {} parameters, recurrence {}",
+        "MQAR: vocab {}, {} pairs, length {}; 2-layer Gated DeltaNet, dim {}, {} heads of width {}, {} parameters, recurrence {}, on {:?}",
         c.vocab,
         c.pairs,
         c.seq_len,
         c.dim,
         c.heads,
+        c.head_dim.unwrap_or(c.dim / c.heads),
         training.model.parameters().num_elements(),
-        if c.recurrent { "op by op".to_string() } else { format!("in chunks of {}", c.chunk) }
+        if c.recurrent { "op by op".to_string() } else { format!("in chunks of {}", c.chunk) },
+        ct::default_device()
     );
+    ct::default_device().reset_peak_memory();
 
     let bar = ProgressBar::new(c.steps as u64);
     bar.set_style(
@@ -198,9 +203,19 @@ fn main() -> Result<()> {
     }
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
+    // a run cut short by --stop-after between evaluations is still reported with its accuracy
+    if accs.last().map(|a| a.0) != losses.last().map(|l| l.0) {
+        let acc = evaluate(&training.model, &test)?;
+        accs.push((losses.len(), acc));
+        best = f64::max(best, acc);
+    }
     let final_acc = accs.last().map_or(0.0, |a| a.1);
+    let device_peak = match ct::default_device().memory_stats() {
+        Some(m) => format!(", peak device memory {:.0} MiB", m.peak as f64 / (1 << 20) as f64),
+        None => String::new(),
+    };
     println!(
-        "trained {} steps in {secs:.1} s ({:.0} tok/s); held-out query accuracy {:.2}% (best {:.2}%); peak memory (VmHWM) {:.0} MiB",
+        "trained {} steps in {secs:.1} s ({:.0} tok/s); held-out query accuracy {:.2}% (best {:.2}%); peak memory (VmHWM) {:.0} MiB{device_peak}",
         losses.len(),
         tokens as f64 / secs,
         100.0 * final_acc,

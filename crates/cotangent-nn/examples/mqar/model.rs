@@ -19,6 +19,8 @@ pub struct Config {
     pub seq_len: usize,
     pub dim: usize,
     pub heads: usize,
+    /// Key and value width of each delta-rule head (`None`: `dim / heads`).
+    pub head_dim: Option<usize>,
     pub batch: usize,
     pub steps: usize,
     pub lr: f64,
@@ -44,6 +46,7 @@ impl Default for Config {
             seq_len: 64,
             dim: 64,
             heads: 2,
+            head_dim: None,
             batch: 32,
             steps: 1500,
             lr: 1e-2,
@@ -177,6 +180,9 @@ impl LanguageModel {
     pub fn new(key: &Array, c: &Config) -> Self {
         let keys = ct::random::split_keys(key, 2 + 2 * 2);
         let mut gdn = GatedDeltaNetConfig::new(c.dim, c.heads);
+        if let Some(d) = c.head_dim {
+            (gdn.head_dim_k, gdn.head_dim_v) = (d, d);
+        }
         gdn.mode = if c.recurrent { RecurrenceMode::Recurrent } else { RecurrenceMode::Chunked(c.chunk) };
         let layers = (0..2)
             .map(|i| Block {
