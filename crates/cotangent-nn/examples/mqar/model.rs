@@ -100,44 +100,51 @@ impl Rng {
     }
 }
 
-/// A batch: input tokens `[n, T]`, next-token targets `[n, T]`, and a mask `[n, T]` that is 1
-/// where the target is the value of a queried key.
+/// A batch: input tokens `[n, T]`, the positions of the queried keys `[n, pairs]` (in order
+/// along the sequence) and the values the model must predict there `[n, pairs]`.
 pub struct Batch {
     pub inputs: Array,
-    pub targets: Array,
-    pub mask: Array,
+    pub query_positions: Array,
+    pub answers: Array,
+}
+
+impl Batch {
+    /// The arrays `loss_and_correct` takes, in its order.
+    pub fn arrays(&self) -> [Array; 3] {
+        [self.inputs.clone(), self.query_positions.clone(), self.answers.clone()]
+    }
 }
 
 pub fn mqar_batch(rng: &mut Rng, n: usize, c: &Config) -> Batch {
     let (t, p) = (c.seq_len, c.pairs);
     let half = c.vocab / 2;
-    let (mut inputs, mut targets, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut inputs, mut positions, mut answers) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let keys = rng.distinct(p, 1, half); // token 0 is the filler
         let values = rng.distinct(p, half, c.vocab);
-        let mut seq = vec![0usize; t + 1];
-        let mut is_query = vec![false; t + 1];
+        let mut seq = vec![0usize; t];
         for i in 0..p {
             seq[2 * i] = keys[i];
             seq[2 * i + 1] = values[i];
         }
         // each key is asked once, at a random free slot of two tokens after the context
-        let slots = rng.distinct(p, 0, (t + 1 - 2 * p) / 2);
+        let mut slots = rng.distinct(p, 0, (t - 2 * p) / 2);
         let order = rng.distinct(p, 0, p);
-        for (slot, &i) in slots.iter().zip(&order) {
-            let pos = 2 * p + 2 * slot;
+        let mut asked: Vec<(usize, usize)> =
+            slots.iter_mut().zip(&order).map(|(slot, &i)| (2 * p + 2 * *slot, i)).collect();
+        asked.sort_unstable();
+        for &(pos, i) in &asked {
             seq[pos] = keys[i];
             seq[pos + 1] = values[i];
-            is_query[pos] = true;
+            positions.push(pos as i32);
+            answers.push(values[i] as i32);
         }
-        inputs.extend(seq[..t].iter().map(|&x| x as i32));
-        targets.extend(seq[1..].iter().map(|&x| x as i32));
-        mask.extend(is_query[..t].iter().map(|&q| q as i32 as f32));
+        inputs.extend(seq.iter().map(|&x| x as i32));
     }
     Batch {
         inputs: Array::from_vec(inputs, &[n, t]),
-        targets: Array::from_vec(targets, &[n, t]),
-        mask: Array::from_vec(mask, &[n, t]),
+        query_positions: Array::from_vec(positions, &[n, p]),
+        answers: Array::from_vec(answers, &[n, p]),
     }
 }
 
@@ -202,13 +209,18 @@ impl LanguageModel {
         }
     }
 
-    /// Logits `[B, T, vocab]` for tokens `[B, T]`.
-    pub fn forward(&self, tokens: &Array) -> Result<Array> {
+    /// The last block's output `[B, T, dim]` for tokens `[B, T]`.
+    pub fn hidden(&self, tokens: &Array) -> Result<Array> {
         let mut x = self.embed.forward(tokens);
         for layer in &self.layers {
             x = layer.forward(&x)?;
         }
-        Ok(self.head.forward(&self.norm.forward(&x)))
+        Ok(x)
+    }
+
+    /// Logits `[..., vocab]` of hidden states `[..., dim]`.
+    pub fn logits(&self, hidden: &Array) -> Array {
+        self.head.forward(&self.norm.forward(hidden))
     }
 }
 
@@ -221,23 +233,26 @@ impl Module for LanguageModel {
     }
 }
 
-/// Mean cross-entropy on the query positions, and the number of correct predictions there.
+/// Mean cross-entropy of the answers at the query positions, and the number of answers the
+/// model gets right. `batch` is `[inputs, query_positions, answers]` (see [`Batch`]); logits are
+/// computed only at the query positions (a `[B, pairs, vocab]` array, not `[B, T, vocab]`:
+/// every other position has no loss).
 pub fn loss_and_correct(model: &LanguageModel, batch: &[Array]) -> Result<Vec<Array>> {
-    let (inputs, targets, mask) = (&batch[0], &batch[1], &batch[2]);
-    let logits = model.forward(inputs)?;
-    let ce = cross_entropy(&logits, targets, 0.0, Reduction::None);
-    let loss = (ce * mask).sum_all() / mask.sum_all();
-    let hit = logits.argmax(-1, false).equal(targets).astype(DType::F32);
-    Ok(vec![loss, (hit * mask).sum_all()])
+    let (inputs, positions, answers) = (&batch[0], &batch[1], &batch[2]);
+    let hidden = model.hidden(inputs)?.take_along_axis(&positions.expand_dims(&[-1]), 1);
+    let logits = model.logits(&hidden);
+    let loss = cross_entropy(&logits, answers, 0.0, Reduction::Mean);
+    let hit = logits.argmax(-1, false).equal(answers).astype(DType::F32);
+    Ok(vec![loss, hit.sum_all()])
 }
 
 /// Accuracy on the query positions of `data`, in batches.
 pub fn evaluate(model: &LanguageModel, data: &[Batch]) -> Result<f64> {
     let (mut correct, mut total) = (0.0, 0.0);
     for b in data {
-        let out = loss_and_correct(model, &[b.inputs.clone(), b.targets.clone(), b.mask.clone()])?;
+        let out = loss_and_correct(model, &b.arrays())?;
         correct += out[1].item::<f32>()? as f64;
-        total += b.mask.sum_all().item::<f32>()? as f64;
+        total += b.answers.size() as f64;
     }
     Ok(correct / total)
 }
@@ -285,13 +300,13 @@ impl Training {
     /// One step: a fresh batch, gradients clipped to norm 1, an AdamW update.
     pub fn step(&mut self) -> Result<StepResult> {
         let b = mqar_batch(&mut self.rng, self.batch, &self.config);
-        let (outs, grads) = (self.loss_and_grad)(&self.model, &[b.inputs, b.targets, b.mask.clone()])?;
+        let (outs, grads) = (self.loss_and_grad)(&self.model, &b.arrays())?;
         let (grads, _norm) = clip_grad_norm(&grads, 1.0);
         self.opt.set_lr((self.schedule)(self.step));
         self.opt.update(&mut self.model, &grads)?;
         self.step += 1;
         let loss = outs[0].item::<f32>()?;
-        let train_acc = outs[1].item::<f32>()? as f64 / b.mask.sum_all().item::<f32>()? as f64;
+        let train_acc = outs[1].item::<f32>()? as f64 / b.answers.size() as f64;
         Ok(StepResult { loss, train_acc })
     }
 }
