@@ -58,6 +58,7 @@ options (defaults in brackets):
   --dim N          model width [64]
   --heads N        heads of the delta-rule layers [2]
   --head-dim N     key and value width of each head [dim / heads]
+  --tie-head       logits from the embedding matrix instead of an output projection
   --batch N        sequences per step [32]
   --steps N        training steps [1500]
   --lr X           peak learning rate (AdamW, warmup + cosine) [0.01]
@@ -91,6 +92,7 @@ fn parse_args() -> Config {
             "--dim" => c.dim = num(value()),
             "--heads" => c.heads = num(value()),
             "--head-dim" => c.head_dim = Some(num(value())),
+            "--tie-head" => c.tie_head = true,
             "--batch" => c.batch = num(value()),
             "--steps" => c.steps = num(value()),
             "--lr" => c.lr = value().parse().expect("--lr: not a number"),

@@ -21,6 +21,8 @@ pub struct Config {
     pub heads: usize,
     /// Key and value width of each delta-rule head (`None`: `dim / heads`).
     pub head_dim: Option<usize>,
+    /// Logits from the embedding matrix (weights tied) instead of an output projection.
+    pub tie_head: bool,
     pub batch: usize,
     pub steps: usize,
     pub lr: f64,
@@ -47,6 +49,7 @@ impl Default for Config {
             dim: 64,
             heads: 2,
             head_dim: None,
+            tie_head: false,
             batch: 32,
             steps: 1500,
             lr: 1e-2,
@@ -180,7 +183,8 @@ pub struct LanguageModel {
     embed: Embedding,
     layers: Vec<Block>,
     norm: RMSNorm,
-    head: Linear,
+    /// The output projection; `None` when the logits use the embedding matrix (`tie_head`).
+    head: Option<Linear>,
 }
 
 impl LanguageModel {
@@ -205,7 +209,7 @@ impl LanguageModel {
             embed,
             layers,
             norm: RMSNorm::new(c.dim, 1e-5, DType::F32),
-            head: Linear::new(&keys[1], c.dim, c.vocab, false, DType::F32),
+            head: (!c.tie_head).then(|| Linear::new(&keys[1], c.dim, c.vocab, false, DType::F32)),
         }
     }
 
@@ -220,7 +224,11 @@ impl LanguageModel {
 
     /// Logits `[..., vocab]` of hidden states `[..., dim]`.
     pub fn logits(&self, hidden: &Array) -> Array {
-        self.head.forward(&self.norm.forward(hidden))
+        let x = self.norm.forward(hidden);
+        match &self.head {
+            Some(head) => head.forward(&x),
+            None => self.embed.as_linear(&x),
+        }
     }
 }
 
@@ -229,7 +237,9 @@ impl Module for LanguageModel {
         v.child("embed", &mut self.embed);
         v.child("layers", &mut self.layers);
         v.child("norm", &mut self.norm);
-        v.child("head", &mut self.head);
+        if let Some(head) = &mut self.head {
+            v.child("head", head);
+        }
     }
 }
 
