@@ -67,6 +67,31 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The Zoology-scale setting (`--hard`): 64 pairs in sequences of 512 over a vocabulary of
+    /// 8192, model width 128, two delta-rule heads of width 128, logits from the embedding
+    /// matrix. Without the tied head the model stays at chance (loss ≈ ln 4096) for thousands of
+    /// steps: an untied output row must be learnt separately for each of the 4096 values.
+    pub fn hard() -> Self {
+        Config {
+            vocab: 8192,
+            pairs: 64,
+            seq_len: 512,
+            dim: 128,
+            heads: 2,
+            head_dim: Some(128),
+            tie_head: true,
+            batch: 64,
+            steps: 4000,
+            lr: 1e-2,
+            chunk: 64,
+            eval_every: 50,
+            stop_at: 0.99,
+            ..Config::default()
+        }
+    }
+}
+
 /// `target/mqar/mqar` in the workspace: beside the build, ignored by git.
 pub fn default_out() -> String {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
