@@ -164,6 +164,14 @@ fn main() -> Result<()> {
         return Ok(());
     }
 
+    if ct::default_device() == ct::Device::Cpu && c.batch * c.seq_len * c.steps >= 100_000_000 {
+        eprintln!(
+            "note: {} steps of {} tokens is sized for a GPU (an H200 trains `--hard` at ~700k tokens/s, \
+             a 2-core CPU at ~3k); with the `cuda` feature, COTANGENT_DEVICE=cuda runs it there",
+            c.steps,
+            c.batch * c.seq_len
+        );
+    }
     let mut training = Training::new(&c);
     training.model.parameters().eval()?;
     println!(
