@@ -156,10 +156,10 @@ pub fn mqar_batch(rng: &mut Rng, n: usize, c: &Config) -> Batch {
             seq[2 * i + 1] = values[i];
         }
         // each key is asked once, at a random free slot of two tokens after the context
-        let mut slots = rng.distinct(p, 0, (t - 2 * p) / 2);
+        let slots = rng.distinct(p, 0, (t - 2 * p) / 2);
         let order = rng.distinct(p, 0, p);
-        let mut asked: Vec<(usize, usize)> =
-            slots.iter_mut().zip(&order).map(|(slot, &i)| (2 * p + 2 * *slot, i)).collect();
+        // (position, index of the pair asked there), in order along the sequence
+        let mut asked: Vec<(usize, usize)> = slots.iter().zip(&order).map(|(&s, &i)| (2 * p + 2 * s, i)).collect();
         asked.sort_unstable();
         for &(pos, i) in &asked {
             seq[pos] = keys[i];
