@@ -39,6 +39,11 @@
 //!
 //! - The default (4 pairs, width 64, batch 32, lr 0.01, 1500 steps), 2026-12-06: 99.56 % at
 //!   step 800 (61 s), 100 % at step 1300 (99 s, 26.9k tokens/s), peak memory (VmHWM) 95 MiB.
+//! - `--compile` (the loss and its gradients through `ct::compile`, 2026-12-06): the same
+//!   losses bit for bit (test `mqar_data`) and the same 89.26 % at step 300, 5 % *slower* on
+//!   this CPU (18.7 / 18.0 s against 19.8 / 18.9 s for 300 steps; the step is bound by its
+//!   products and the recurrence, not by per-op cost). Not yet measured on a GPU, where the
+//!   step is launch-bound and fusion may pay.
 //! - The two 8-pair runs below were measured on 2026-12-03, before the data generator and the
 //!   loss took their present form (query positions and answers; logits only at the queries).
 //! - 8 pairs at the default width 64 learn too slowly: `--pairs 8` reaches 97.8 % after 1500
@@ -74,6 +79,7 @@ options (defaults in brackets):
   --heads N        heads of the delta-rule layers [2]
   --head-dim N     key and value width of each head [dim / heads]
   --tie-head       logits from the embedding matrix instead of an output projection
+  --compile        loss and gradients through ct::compile (traced once, then replayed)
   --batch N        sequences per step [32]
   --steps N        training steps [1500]
   --lr X           peak learning rate (AdamW, warmup + cosine) [0.01]
@@ -109,6 +115,7 @@ fn parse_args() -> Config {
             "--heads" => c.heads = num(value()),
             "--head-dim" => c.head_dim = Some(num(value())),
             "--tie-head" => c.tie_head = true,
+            "--compile" => c.compile = true,
             "--hard" => {}
             "--batch" => c.batch = num(value()),
             "--steps" => c.steps = num(value()),

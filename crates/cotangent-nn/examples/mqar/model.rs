@@ -23,6 +23,8 @@ pub struct Config {
     pub head_dim: Option<usize>,
     /// Logits from the embedding matrix (weights tied) instead of an output projection.
     pub tie_head: bool,
+    /// Run the loss and its gradients through `ct::compile` (traced once, replayed after).
+    pub compile: bool,
     pub batch: usize,
     pub steps: usize,
     pub lr: f64,
@@ -50,6 +52,7 @@ impl Default for Config {
             heads: 2,
             head_dim: None,
             tie_head: false,
+            compile: false,
             batch: 32,
             steps: 1500,
             lr: 1e-2,
@@ -298,6 +301,37 @@ pub fn evaluate(model: &LanguageModel, data: &[Batch]) -> Result<f64> {
 /// A model's loss outputs and gradients for a batch (what `nn::value_and_grad` makes).
 type LossAndGrad = Box<dyn Fn(&LanguageModel, &[Array]) -> Result<nn::module::ValueAndGrad> + Send + Sync>;
 
+/// [`loss_and_correct`] and its gradients with respect to the model's trainable parameters,
+/// through `ct::compile`: one function of the flat parameters and the batch, traced on its first
+/// call and replayed after. Results are bit-identical to `nn::value_and_grad`'s on the CPU.
+fn compiled_loss_and_grad(model: &LanguageModel) -> LossAndGrad {
+    let structure = model.trainable_parameters();
+    let leaves = structure.leaves().len();
+    let template = model.clone();
+    let tree = structure.clone();
+    let vg = ct::value_and_grad_argnums(
+        move |xs: &[Array]| -> Result<Vec<Array>> {
+            let (params, batch) = xs.split_at(leaves);
+            let mut m = template.clone();
+            m.update(&tree.with_leaves(params.to_vec())?)?;
+            loss_and_correct(&m, batch)
+        },
+        &(0..leaves).collect::<Vec<_>>(),
+    );
+    let step = ct::compile(move |xs: &[Array]| -> Result<Vec<Array>> {
+        let (mut outs, grads) = vg(xs)?;
+        outs.extend(grads);
+        Ok(outs)
+    });
+    Box::new(move |model: &LanguageModel, batch: &[Array]| {
+        let mut args = model.trainable_parameters().leaves();
+        args.extend_from_slice(batch);
+        let mut outs = step(&args)?;
+        let grads = outs.split_off(2);
+        Ok((outs, structure.with_leaves(grads)?))
+    })
+}
+
 /// What `main` trains: the model, AdamW under a warmup + cosine schedule over `c.steps`, and
 /// the seeded stream of training batches.
 pub struct Training {
@@ -320,11 +354,13 @@ pub struct StepResult {
 impl Training {
     pub fn new(c: &Config) -> Self {
         let model = LanguageModel::new(&ct::random::key(c.seed), c);
+        let loss_and_grad =
+            if c.compile { compiled_loss_and_grad(&model) } else { Box::new(nn::value_and_grad(loss_and_correct)) };
         Training {
             model,
             opt: AdamW::new(c.lr, 0.01),
             schedule: Box::new(schedules::warmup_cosine(c.lr, c.steps / 20, c.steps, c.lr / 20.0)),
-            loss_and_grad: Box::new(nn::value_and_grad(loss_and_correct)),
+            loss_and_grad,
             rng: Rng(c.seed),
             batch: c.batch,
             config: c.clone(),
