@@ -812,7 +812,7 @@ fn every_generated_elementwise_kernel_compiles() {
 /// `compile` on CUDA arrays: a run of element-wise steps over broadcast, strided and scalar
 /// inputs, mixing float, half, integer and boolean steps with casts and `select`, becomes one
 /// fused node whose values are bit for bit those of the separate kernels (eager, uncompiled),
-/// at sizes that take the dense unrolled path, its ragged tail, and the strided path.
+/// as are those of the eagerly fused temporaries (`fuse_producers`), at sizes that take the dense unrolled path, its ragged tail, and the strided path.
 #[test]
 fn compiled_element_wise_runs_fuse_into_one_kernel_bit_identical_to_separate_kernels() {
     let Some(_) = dev() else { return };
@@ -837,10 +837,13 @@ fn compiled_element_wise_runs_fuse_into_one_kernel_bit_identical_to_separate_ker
             let row = ct::random::uniform(&ks[1], &[cols], -2.0, 2.0, DType::F32).to_device(cuda);
             let col = ct::random::normal(&ks[2], &[rows, 1], DType::F32).to_device(cuda);
             let args = [a, row, col];
-            let eager = body(&args);
+            let eager = ct::backend::eager_fusion::with(false, || body(&args));
+            // eager fusion (on by default on CUDA) folds the temporaries: `sin(..) * 1.01 + ..`
+            let eager_fused = ct::backend::eager_fusion::with(true, || body(&args));
+            assert!(format!("{:?}", eager_fused[1]).contains("fused["), "{:?}", eager_fused[1]);
             let compiled = ct::compile(body)(&args).expect("compiled call");
             assert!(format!("{:?}", compiled[0]).contains("fused["), "{:?}", compiled[0]);
-            for (i, (c, e)) in compiled.iter().zip(&eager).enumerate() {
+            for (i, (c, e)) in compiled.iter().chain(&eager_fused).zip(eager.iter().chain(&eager)).enumerate() {
                 assert_eq!((c.shape(), c.dtype(), c.device()), (e.shape(), e.dtype(), cuda), "output {i}");
                 let (c, e) =
                     (c.astype(DType::F64).to_vec::<f64>().unwrap(), e.astype(DType::F64).to_vec::<f64>().unwrap());

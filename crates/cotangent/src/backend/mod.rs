@@ -289,6 +289,48 @@ impl Storage {
     }
 }
 
+/// Whether ops built eagerly on `device` fold their single-use element-wise operands into one
+/// fused node (`primitives::fused::fuse_producers`): on CUDA devices, where each folded op is a
+/// kernel launch (several µs of host and GPU time) and an intermediate buffer saved. Not on the
+/// CPU, where a group of two steps over a few elements costs more than the two plain nodes it
+/// replaces. `COTANGENT_EAGER_FUSION=0` turns it off (every op its own kernel, as to measure
+/// per-op costs); results are bit-identical either way.
+pub(crate) fn fuses_eagerly(device: Device) -> bool {
+    #[cfg(feature = "test-hooks")]
+    if let Some(on) = eager_fusion::OVERRIDE.with(|o| o.get()) {
+        return on;
+    }
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let enabled = || *ENABLED.get_or_init(|| std::env::var("COTANGENT_EAGER_FUSION").map_or(true, |v| v != "0"));
+    match device {
+        Device::Cuda(_) => enabled(),
+        Device::Cpu => false,
+    }
+}
+
+/// Eager fusion switched on or off for ops built on one thread, on any device: tests of its
+/// graph rewriting on the CPU, and CUDA baselines of separate kernels. Behind the `test-hooks`
+/// feature; not part of the API.
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod eager_fusion {
+    thread_local! {
+        pub(super) static OVERRIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// Run `f` with ops built on this thread fusing eagerly (`on`) or not, whatever the device.
+    pub fn with<R>(on: bool, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<bool>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                OVERRIDE.with(|o| o.set(self.0));
+            }
+        }
+        let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(on))));
+        f()
+    }
+}
+
 /// Whether `device`'s backend evaluates `op` on operands of `operand` dtype inside a fused
 /// element-wise group (see [`crate::compile`]): the CPU fuses every element-wise op, CUDA those
 /// its code generator has snippets for.

@@ -35,7 +35,10 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
 fn binary_operands(op: BinaryOp, a: impl IntoOperand, b: impl IntoOperand) -> Array {
     let _op = crate::array::OpScope::enter(op.name());
     let (a, b) = promote_operands(a.into_operand(), b.into_operand());
-    binary(op, &a, &b)
+    let out = binary(op, &a, &b);
+    // the operands the caller gave up (temporaries) are now held by `out` alone
+    drop((a, b));
+    crate::primitives::fused::fuse_producers(out)
 }
 
 macro_rules! binary_ops {

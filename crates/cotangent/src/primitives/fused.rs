@@ -9,7 +9,7 @@
 //! calling the same element-wise kernels as the separate nodes; CUDA generates one kernel per
 //! group structure from the same per-op snippets, rounding every step to its dtype. Either way
 //! compiled results are bit-identical to uncompiled ones.
-use crate::array::Origin;
+use crate::array::{NodeKind, Origin};
 use crate::primitive::{Op, Primitive, Spec};
 use crate::shape::broadcast_shapes;
 use crate::{Array, Result};
@@ -160,6 +160,123 @@ pub(crate) fn fuse_chain(out: &Array, leaves: &[&Array]) -> Array {
         }
         _ => out.clone(),
     }
+}
+
+/// At most this many steps go into a group built by [`fuse_producers`]: a longer eager chain
+/// becomes several groups, so building each op copies a bounded number of steps.
+const MAX_EAGER_STEPS: usize = 16;
+
+/// `out`, an element-wise node just built from operands it owns, with the element-wise operands
+/// that nothing but `out` references folded into it as one [`Fused`] node — on devices whose
+/// backend fuses eagerly ([`crate::backend::fuses_eagerly`]: CUDA, where every folded op is a
+/// kernel launch saved), outside transforms' traces and [`compile`](crate::compile).
+///
+/// An operand qualifies when its node is uncomputed, has `out`'s shape and device, is a fusable
+/// element-wise op or a single-export group, and `out`'s input list holds the only handle to it:
+/// no array, node or thread can reach it any more, so computing it inside `out`'s kernel instead
+/// of its own is invisible except for the launch and the intermediate buffer saved. Its own
+/// operands are then examined the same way. `p - g * lr` (the temporary `g * lr` is owned by the
+/// subtraction) runs as one kernel; `let t = g * lr; p - &t` leaves `t` alone. The group
+/// evaluates the same scalar functions in the same order, so the bits do not change.
+pub(crate) fn fuse_producers(out: Array) -> Array {
+    let root = match &out.node.kind {
+        NodeKind::Op(prim) => prim.clone(),
+        _ => return out,
+    };
+    let (shape, device) = (out.shape().to_vec(), out.node.device);
+    let worth_it = {
+        let node = &out.node;
+        let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        crate::backend::fuses_eagerly(device)
+            && node.specs.len() == 1
+            && !node.is_computed()
+            && !node.keeps_inputs()
+            && !crate::transforms::compile_tracing()
+            && inputs.last().is_some_and(|x| crate::backend::fusable(device, root.op(), x.dtype()))
+            && inputs.iter().any(|x| absorbable(x, &shape, device).is_some())
+    };
+    if !worth_it {
+        return out;
+    }
+
+    /// The steps an operand would add to the group when folded in, `None` when it cannot be.
+    fn absorbable(x: &Array, shape: &[usize], device: crate::Device) -> Option<usize> {
+        let node = &x.node;
+        if Arc::strong_count(node) != 1
+            || node.specs.len() != 1
+            || node.device != device
+            || x.shape() != shape
+            || node.is_computed()
+            || node.keeps_inputs()
+        {
+            return None;
+        }
+        let NodeKind::Op(prim) = &node.kind else { return None };
+        match prim.op() {
+            Op::Fused(g) => (g.exports().len() == 1).then_some(g.steps().len()),
+            op => {
+                let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+                let operand = inputs.last().map(|x| x.dtype())?;
+                crate::backend::fusable(device, op, operand).then_some(1)
+            }
+        }
+    }
+
+    struct Build<'a> {
+        shape: &'a [usize],
+        device: crate::Device,
+        steps: Vec<FusedStep>,
+        inputs: Vec<Array>,
+    }
+    impl Build<'_> {
+        /// Where the group reads `x` (an operand of a node in the group).
+        fn visit(&mut self, x: &Array) -> FusedArg {
+            let fits = absorbable(x, self.shape, self.device).filter(|n| self.steps.len() + n < MAX_EAGER_STEPS);
+            if fits.is_none() {
+                let id = x.id();
+                let at = self.inputs.iter().position(|y| y.id() == id).unwrap_or_else(|| {
+                    self.inputs.push(x.clone());
+                    self.inputs.len() - 1
+                });
+                return FusedArg::Input(at);
+            }
+            let node = &x.node;
+            let NodeKind::Op(prim) = &node.kind else { unreachable!("absorbable nodes are ops") };
+            let operands = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+            if let Op::Fused(g) = prim.op() {
+                let args: Vec<FusedArg> = operands.iter().map(|o| self.visit(o)).collect();
+                let base = self.steps.len();
+                for step in g.steps() {
+                    let mut copy = step.clone();
+                    for a in copy.args.iter_mut() {
+                        *a = match *a {
+                            FusedArg::Input(i) => args[i],
+                            FusedArg::Step(j) => FusedArg::Step(base + j),
+                        };
+                    }
+                    self.steps.push(copy);
+                }
+                return FusedArg::Step(base + g.exports()[0]);
+            }
+            let args = operands.iter().map(|o| self.visit(o)).collect();
+            self.steps.push(FusedStep { prim: prim.clone(), args, spec: node.specs[0].clone(), origin: node.origin });
+            FusedArg::Step(self.steps.len() - 1)
+        }
+    }
+    let mut build = Build { shape: &shape, device, steps: Vec::new(), inputs: Vec::new() };
+    let args = {
+        let operands = out.node.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        operands.iter().map(|o| build.visit(o)).collect()
+    };
+    if build.steps.is_empty() {
+        return out;
+    }
+    build.steps.push(FusedStep { prim: root, args, spec: out.node.specs[0].clone(), origin: out.node.origin });
+    let last = build.steps.len() - 1;
+    let dtype = out.dtype();
+    let fused = Array::from_primitive(Fused::new(build.steps, vec![last]), build.inputs, &shape, dtype);
+    drop(out);
+    fused
 }
 
 impl Fused {
