@@ -47,6 +47,15 @@ fn an_sgd_update_is_one_fused_op_with_the_same_bits() {
     assert_eq!(bits(&fused), want);
 }
 
+fn the_cpu_does_not_fuse_eagerly_by_default() {
+    // on the CPU a small group costs more than the separate ops: eager fusion is for CUDA
+    let (p, g) = (random(&[4, 3], 10), random(&[4, 3], 11));
+    ct::eval(&[p.clone(), g.clone()]).expect("eval");
+    // (with `COTANGENT_DEVICE=cuda` the arrays live on the GPU, where fusing is the default)
+    let expected: &[&str] = if p.device() == ct::Device::Cpu { &["Binary", "Binary"] } else { &["Fused"] };
+    assert_eq!(launches(&(&p - &g * 0.01)), expected);
+}
+
 fn a_chain_of_temporaries_with_broadcasts_and_casts_is_one_fused_op() {
     let (a, row, col) = (random(&[40, 7], 3), random(&[7], 4), random(&[40, 1], 5));
     let n = Array::from_vec((0..280).map(|i| i % 5 - 2).collect::<Vec<i32>>(), &[40, 7]);
@@ -146,6 +155,7 @@ fn element_wise_errors_keep_the_callers_location() {
 #[test]
 fn eager_fusion() {
     an_sgd_update_is_one_fused_op_with_the_same_bits();
+    the_cpu_does_not_fuse_eagerly_by_default();
     a_chain_of_temporaries_with_broadcasts_and_casts_is_one_fused_op();
     long_chains_split_into_bounded_groups_with_the_same_bits();
     operands_held_elsewhere_stay_separate();
