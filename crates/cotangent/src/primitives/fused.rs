@@ -179,6 +179,11 @@ const MAX_EAGER_STEPS: usize = 16;
 /// subtraction) runs as one kernel; `let t = g * lr; p - &t` leaves `t` alone. The group
 /// evaluates the same scalar functions in the same order, so the bits do not change.
 pub(crate) fn fuse_producers(out: Array) -> Array {
+    // every binary op passes here: on devices that do not fuse eagerly (the CPU), return before
+    // cloning, allocating or locking anything
+    if !crate::backend::fuses_eagerly(out.node.device) {
+        return out;
+    }
     let root = match &out.node.kind {
         NodeKind::Op(prim) => prim.clone(),
         _ => return out,
@@ -187,8 +192,7 @@ pub(crate) fn fuse_producers(out: Array) -> Array {
     let worth_it = {
         let node = &out.node;
         let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
-        crate::backend::fuses_eagerly(device)
-            && node.specs.len() == 1
+        node.specs.len() == 1
             && !node.is_computed()
             && !node.keeps_inputs()
             && !crate::transforms::compile_tracing()
