@@ -15,17 +15,29 @@ use std::sync::{Arc, Mutex, OnceLock};
 #[derive(Debug)]
 pub(crate) struct TraceToken {
     active: AtomicBool,
+    /// Set when the transform has collected every node it will walk (reverse mode, once its
+    /// tape is taken): nodes built afterwards (the backward pass's own arithmetic) carry the
+    /// token but are never walked by it.
+    walked: AtomicBool,
 }
 
 impl TraceToken {
     pub(crate) fn new() -> Arc<TraceToken> {
-        Arc::new(TraceToken { active: AtomicBool::new(true) })
+        Arc::new(TraceToken { active: AtomicBool::new(true), walked: AtomicBool::new(false) })
     }
     pub(crate) fn finish(&self) {
         self.active.store(false, Ordering::Release);
     }
     fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
+    }
+    /// Mark that the transform will not walk nodes built from now on (see `walked`).
+    pub(crate) fn tape_taken(&self) {
+        self.walked.store(true, Ordering::Release);
+    }
+    /// Whether a node built now under this token may still be walked by its transform.
+    fn may_walk_new_nodes(&self) -> bool {
+        self.is_active() && !self.walked.load(Ordering::Acquire)
     }
 }
 
@@ -229,6 +241,12 @@ impl Node {
     /// Whether evaluation must keep this node's inputs (a transform is tracing through it).
     pub(crate) fn keeps_inputs(&self) -> bool {
         self.traces.iter().any(|t| t.is_active())
+    }
+    /// Whether a transform may still walk this node, so it must stay the op it was built as
+    /// (eager fusion leaves it alone): some active trace marks it and has not yet taken its
+    /// tape. Nodes a backward pass builds are free once that pass is their only trace.
+    pub(crate) fn seen_by_transforms(&self) -> bool {
+        self.traces.iter().any(|t| t.may_walk_new_nodes())
     }
     pub(crate) fn primitive(&self) -> Option<&dyn Primitive> {
         match &self.kind {

@@ -138,6 +138,39 @@ fn gradients_and_compile_see_the_same_values() {
     assert_eq!(run(false), run(true));
 }
 
+fn a_backward_pass_fuses_its_own_temporaries() {
+    // d/dx sum(sin(x) * x) = x * cos(x) + sin(x): two contributions, summed by the backward
+    // pass, whose products are temporaries only that sum holds
+    let x = random(&[6, 7], 12);
+    ct::eval(std::slice::from_ref(&x)).expect("eval");
+    let f = |xs: &[Array]| (xs[0].sin() * &xs[0]).sum_all();
+    let grad_of = |on: bool| eager_fusion::with(on, || ct::grad(f)(std::slice::from_ref(&x)).expect("grad").remove(0));
+    let (plain, fused) = (grad_of(false), grad_of(true));
+    let (plain_ops, fused_ops) = (launches(&plain), launches(&fused));
+    assert!(!plain_ops.contains(&"Fused".to_string()), "{plain_ops:?}");
+    assert!(fused_ops.contains(&"Fused".to_string()) && fused_ops.len() < plain_ops.len(), "{fused_ops:?}");
+    assert_eq!(bits(&plain), bits(&fused));
+    for (g, x) in fused.to_vec::<f32>().unwrap().iter().zip(x.to_vec::<f32>().unwrap()) {
+        let x = x as f64;
+        assert!((*g as f64 - (x * x.cos() + x.sin())).abs() < 1e-5, "{g} at {x}");
+    }
+    // a second derivative walks the first backward pass's nodes: they must stay separate ops
+    // while the outer trace may walk them, and the values must not change
+    let second = |on: bool| {
+        eager_fusion::with(on, || {
+            let g = move |xs: &[Array]| ct::grad(f)(xs).expect("inner grad").remove(0).sum_all();
+            ct::grad(g)(std::slice::from_ref(&x)).expect("second derivative").remove(0)
+        })
+    };
+    let (plain2, fused2) = (second(false), second(true));
+    assert_eq!(bits(&plain2), bits(&fused2));
+    for (h, x) in fused2.to_vec::<f32>().unwrap().iter().zip(x.to_vec::<f32>().unwrap()) {
+        let x = x as f64;
+        // d/dx (x cos x + sin x) = 2 cos x - x sin x
+        assert!((*h as f64 - (2.0 * x.cos() - x * x.sin())).abs() < 1e-5, "{h} at {x}");
+    }
+}
+
 fn element_wise_errors_keep_the_callers_location() {
     eager_fusion::with(true, || {
         let a = Array::from_vec(vec![1i32, 2, 3], &[3]);
@@ -160,5 +193,6 @@ fn eager_fusion() {
     long_chains_split_into_bounded_groups_with_the_same_bits();
     operands_held_elsewhere_stay_separate();
     gradients_and_compile_see_the_same_values();
+    a_backward_pass_fuses_its_own_temporaries();
     element_wise_errors_keep_the_callers_location();
 }

@@ -194,7 +194,7 @@ pub(crate) fn fuse_producers(out: Array) -> Array {
         let inputs = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
         node.specs.len() == 1
             && !node.is_computed()
-            && !node.keeps_inputs()
+            && !node.seen_by_transforms()
             && !crate::transforms::compile_tracing()
             && inputs.last().is_some_and(|x| crate::backend::fusable(device, root.op(), x.dtype()))
             && inputs.iter().any(|x| absorbable(x, &shape, device).is_some())
@@ -211,7 +211,7 @@ pub(crate) fn fuse_producers(out: Array) -> Array {
             || node.device != device
             || x.shape() != shape
             || node.is_computed()
-            || node.keeps_inputs()
+            || node.seen_by_transforms()
         {
             return None;
         }

@@ -43,6 +43,9 @@ pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<A
         }
     }
     let tape = topo_order(&seeded, |n| !traced_by(n, token) || tracer_ids.contains(&(n as *const _ as usize)));
+    // every node this pass walks is on the tape: what it builds from here on is never walked
+    // by this trace (eager fusion may fold those temporaries; outer traces still see them)
+    token.tape_taken();
     for node in tape.iter().rev() {
         let id = Arc::as_ptr(node) as *const u8 as usize;
         if !traced_by(node, token) || tracer_ids.contains(&id) {
@@ -91,7 +94,9 @@ pub(crate) fn backward(t: &Traced, cotangents: &[Option<Array>]) -> Result<Vec<A
                     x.shape()
                 )));
             }
-            let g = g.astype(x.dtype());
+            // move `g` on when its dtype already fits: a second handle would keep the sum of
+            // two contributions from folding a temporary cotangent into its kernel (eager fusion)
+            let g = if g.dtype() == x.dtype() { g } else { g.astype(x.dtype()) };
             accumulate(&mut cots, x.id(), g);
         }
     }
