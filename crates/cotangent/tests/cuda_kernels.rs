@@ -730,6 +730,30 @@ fn gather_and_scatter_add_match_cpu() {
         CudaData::from_host(&dev, &Data::contiguous(buffer(DType::I64, &[0.0, 7.0, -9.0]), &[3]), &[3]).expect("i");
     let e = cuda::gather(&gx, &[3], &gi, &[3], 0).expect_err("bad index");
     assert!(e.to_string().contains("index 7"), "{e}");
+    let gu = CudaData::from_host(&dev, &Data::contiguous(buffer(DType::F32, &[1.0; 3]), &[3]), &[3]).expect("u");
+    let e = cuda::scatter_add(&gx, &[3], &gi, &[3], &gu, 0).expect_err("bad index");
+    assert!(e.to_string().contains("index 7"), "{e}");
+    // indices uploaded from the host and in range need no check on the device (no wait for the
+    // GPU); indices computed on the device are checked there, in range or not
+    let waits = || cuda::INDEX_CHECK_WAITS.load(std::sync::atomic::Ordering::Relaxed);
+    let from_host =
+        CudaData::from_host(&dev, &Data::contiguous(buffer(DType::I64, &[0.0, 2.0, -1.0]), &[3]), &[3]).expect("i");
+    let before = waits();
+    let g = cuda::gather(&gx, &[3], &from_host, &[3], 0).expect("gather");
+    let s = cuda::scatter_add(&gx, &[3], &from_host, &[3], &gu, 0).expect("scatter");
+    assert_eq!(waits(), before, "host-known indices in range are not checked on the device");
+    assert_eq!(as_f64(&g.to_host(&[3]).expect("h"), &[3]), [1.0, 3.0, 3.0]);
+    assert_eq!(as_f64(&s.to_host(&[3]).expect("h"), &[3]), [2.0, 3.0, 5.0]);
+    let floats = |v: &[f64]| CudaData::from_host(&dev, &Data::contiguous(buffer(DType::F32, v), &[3]), &[3]);
+    let on_device = cuda::cast(&floats(&[0.0, 2.0, -1.0]).expect("f"), &[3], DType::I64).expect("cast");
+    let g = cuda::gather(&gx, &[3], &on_device, &[3], 0).expect("gather");
+    assert_eq!(waits(), before + 1, "indices computed on the device are checked there");
+    assert_eq!(as_f64(&g.to_host(&[3]).expect("h"), &[3]), [1.0, 3.0, 3.0]);
+    let bad_on_device = cuda::cast(&floats(&[0.0, 3.0, -1.0]).expect("f"), &[3], DType::I64).expect("cast");
+    let e = cuda::gather(&gx, &[3], &bad_on_device, &[3], 0).expect_err("bad index");
+    assert!(e.to_string().contains("index 3"), "{e}");
+    let e = cuda::scatter_add(&gx, &[3], &bad_on_device, &[3], &gu, 0).expect_err("bad index");
+    assert!(e.to_string().contains("index 3"), "{e}");
 }
 
 #[test]

@@ -13,11 +13,11 @@
 //! an `Err` naming the size. Buckets are multiples of 4 bytes, so kernels may update a sub-word
 //! element with a 32-bit compare-and-swap on its aligned word.
 use super::device::CudaDevice;
-use crate::Result;
+use crate::{DType, Result};
 use cudarc::driver::{result as dr, sys};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Page size of the large buckets.
 const PAGE: usize = 16 << 10;
@@ -113,6 +113,10 @@ pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
     bucket: usize,
+    /// The smallest and largest element, as `i64`, of a buffer of integers whose values the
+    /// host has seen (uploaded from host data): indexing ops then know every index is in range
+    /// without checking on the device and reading the result back (a wait for the GPU).
+    int_range: OnceLock<(DType, i64, i64)>,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -125,7 +129,7 @@ impl CudaBuffer {
     /// Allocate `len` bytes (uninitialised) on `dev`. A zero-byte buffer allocates nothing.
     pub fn alloc(dev: &Arc<CudaDevice>, len: usize) -> Result<CudaBuffer> {
         if len == 0 {
-            return Ok(CudaBuffer { dev: dev.clone(), ptr: 0, len: 0, bucket: 0 });
+            return Ok(CudaBuffer { dev: dev.clone(), ptr: 0, len: 0, bucket: 0, int_range: OnceLock::new() });
         }
         let b = bucket(len);
         // Out of memory is `Error::OutOfMemory`, as on the CPU: the node running the kernel names
@@ -135,7 +139,7 @@ impl CudaBuffer {
         }
         if let Some(ptr) = dev.alloc.pop(b) {
             dev.alloc.taken(b);
-            return Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b });
+            return Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b, int_range: OnceLock::new() });
         }
         dev.bind()?;
         // SAFETY: the stream belongs to the device's context, bound to this thread just above;
@@ -157,7 +161,7 @@ impl CudaBuffer {
             Err(e) => return Err(dev.error(format!("allocating {len} bytes: {e}"))),
         };
         dev.alloc.taken(b);
-        Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b })
+        Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b, int_range: OnceLock::new() })
     }
 
     /// The device pointer (0 for an empty buffer).
@@ -175,6 +179,17 @@ impl CudaBuffer {
     /// The device the buffer lives on.
     pub fn device(&self) -> &Arc<CudaDevice> {
         &self.dev
+    }
+    /// Record that every element of this buffer, read as `dtype` (an integer dtype), lies in
+    /// `lo..=hi`. Only for values the host has seen: device buffers are never written after
+    /// the kernel or copy that fills them, so the range stays true while the buffer lives.
+    pub(crate) fn set_int_range(&self, dtype: DType, lo: i64, hi: i64) {
+        let _ = self.int_range.set((dtype, lo, hi));
+    }
+    /// The range recorded by [`set_int_range`](Self::set_int_range) for elements read as
+    /// `dtype`, if any.
+    pub(crate) fn int_range(&self, dtype: DType) -> Option<(i64, i64)> {
+        self.int_range.get().filter(|r| r.0 == dtype).map(|r| (r.1, r.2))
     }
 }
 

@@ -2,6 +2,9 @@
 //! CPU's semantics (`backend/cpu/gather.rs`): any integer index dtype, negative indices count from
 //! the end, an out-of-range index makes the call return `Err` naming the first bad index in
 //! row-major order (found with an atomic minimum over positions; reading it synchronises).
+//! Indices uploaded from the host carry their range (`CudaBuffer::int_range`): when it lies
+//! inside the axis, no cell is read back and the launch does not wait for the GPU, so labels
+//! and token ids, the common case, cost no synchronisation.
 //!
 //! Scatter-add accumulates with atomics: native `atomicAdd` for f32, f64, i32, u32 and i64
 //! (wrapping, as the CPU), a compare-and-swap on the aligned 32-bit word for u8, f16, bf16
@@ -19,11 +22,32 @@ use std::ffi::c_void;
 
 const BLOCK: u32 = 256;
 
+/// How many gathers and scatters checked their indices on the device and waited for the result
+/// (those whose indices were not known to be in range from the host).
+pub static INDEX_CHECK_WAITS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn check_index(idx: &CudaData, what: &str) -> Result<()> {
     if !idx.dtype.is_int() {
         return Err(idx.device().error(format!("{what}: indices must be integers, got {}", idx.dtype)));
     }
     Ok(())
+}
+
+/// Whether every index `idx` can hold lies in `-n..n`, known on the host without looking at
+/// the device (the buffer's values were uploaded from the host, see `CudaBuffer::int_range`).
+fn known_in_range(idx: &CudaData, n: usize) -> bool {
+    idx.buf.int_range(idx.dtype).is_some_and(|(lo, hi)| lo >= -(n as i64) && hi < n as i64)
+}
+
+/// The bad-index cell of a launch: none (a null pointer, which the kernels skip) when the
+/// indices are known to be in range, so the launch needs no read-back and the host does not
+/// wait for the GPU; else a new cell for [`report`].
+fn check_cell(x: &CudaData, idx: &CudaData, n: usize) -> Result<Option<CudaData>> {
+    if known_in_range(idx, n) {
+        Ok(None)
+    } else {
+        bad_cell(x).map(Some)
+    }
 }
 
 /// An 8-byte device cell set to `u64::MAX` (no bad index yet).
@@ -40,6 +64,7 @@ fn bad_cell(x: &CudaData) -> Result<CudaData> {
 /// Read the bad-index cell; `Err` with the CPU's message when an index was out of range (the
 /// node adds the op and where it was built).
 fn report(cell: &CudaData, idx: &CudaData, idx_shape: &[usize], axis: usize, n: usize) -> Result<()> {
+    INDEX_CHECK_WAITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let pos = cell.to_host(&[1])?.buf.as_slice::<i64>()[0];
     if pos == -1 {
         return Ok(());
@@ -67,7 +92,7 @@ pub fn gather(x: &CudaData, x_shape: &[usize], idx: &CudaData, idx_shape: &[usiz
     let ax_stride = xs[axis] as i64;
     xs[axis] = 0;
     let args = Args::<2>::new("take_along_axis", idx_shape, [&xs, &idx.strides])?;
-    let cell = bad_cell(x)?;
+    let cell = check_cell(x, idx, n)?;
     let (t, it) = (codegen::bits_type(x.dtype), codegen::storage(idx.dtype));
     let name = format!("ct_gather_{t}_{}", codegen::tag(idx.dtype));
     let k = dev.kernel(&name, &name, || {
@@ -78,7 +103,7 @@ extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__
         i64 o[2]; ct_offsets<2>(g, i, o);
         i64 k = (i64)idx[o[1]];
         if (k < 0) k += n;
-        if (k < 0 || k >= n) {{ atomicMin(bad, (u64)i); out[i] = 0; }}
+        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); out[i] = 0; }}
         else out[i] = x[o[0] + k * ax_stride];
     }}
 }}
@@ -86,7 +111,7 @@ extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__
         )
     })?;
     let (mut po, mut px, mut pi, mut a, mut s, mut nn, mut pb) =
-        (out.ptr(), x.ptr(), idx.ptr(), args, ax_stride, n as i64, cell.ptr());
+        (out.ptr(), x.ptr(), idx.ptr(), args, ax_stride, n as i64, cell.as_ref().map_or(0, CudaData::ptr));
     let mut params: Vec<*mut c_void> = vec![
         &mut po as *mut u64 as *mut c_void,
         &mut px as *mut u64 as *mut c_void,
@@ -98,9 +123,12 @@ extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__
     ];
     // SAFETY: the gather kernel takes (out, x, idx, ct_args<2>, axis stride, axis length,
     // bad-index cell); `args` describes the live `out`, `x` and `idx` views it was built from,
-    // and `cell` is a live one-element buffer.
+    // and the cell is a live one-element buffer or null (the kernel then writes no cell; it
+    // checks every index against `n` either way).
     unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
-    report(&cell, idx, idx_shape, axis, n)?;
+    if let Some(cell) = &cell {
+        report(cell, idx, idx_shape, axis, n)?;
+    }
     Ok(out)
 }
 
@@ -164,7 +192,7 @@ pub fn scatter_add(
     let ax_stride = os[axis] as i64;
     os[axis] = 0;
     let args = Args::<3>::new("scatter_add_along_axis", idx_shape, [&os, &idx.strides, &updates.strides])?;
-    let cell = bad_cell(x)?;
+    let cell = check_cell(x, idx, n)?;
     let (t, it) = (codegen::storage(x.dtype), codegen::storage(idx.dtype));
     let name = format!("ct_scatter_add_{}_{}", codegen::tag(x.dtype), codegen::tag(idx.dtype));
     let k = dev.kernel(&name, &name, || {
@@ -176,7 +204,7 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
         i64 o[3]; ct_offsets<3>(g, i, o);
         i64 k = (i64)idx[o[1]];
         if (k < 0) k += n;
-        if (k < 0 || k >= n) atomicMin(bad, (u64)i);
+        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); }}
         else ct_acc(out + o[0] + k * ax_stride, upd[o[2]]);
     }}
 }}
@@ -185,7 +213,7 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
         )
     })?;
     let (mut po, mut pi, mut pu, mut a, mut s, mut nn, mut pb) =
-        (out.ptr(), idx.ptr(), updates.ptr(), args, ax_stride, n as i64, cell.ptr());
+        (out.ptr(), idx.ptr(), updates.ptr(), args, ax_stride, n as i64, cell.as_ref().map_or(0, CudaData::ptr));
     let mut params: Vec<*mut c_void> = vec![
         &mut po as *mut u64 as *mut c_void,
         &mut pi as *mut u64 as *mut c_void,
@@ -197,8 +225,10 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
     ];
     // SAFETY: the scatter-add kernel takes (out, idx, updates, ct_args<3>, axis stride, axis
     // length, bad-index cell); `args` describes the live `out`, `idx` and `updates` views it was
-    // built from, and `cell` is a live one-element buffer.
+    // built from, and the cell is a live one-element buffer or null (then no cell is written).
     unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
-    report(&cell, idx, idx_shape, axis, n)?;
+    if let Some(cell) = &cell {
+        report(cell, idx, idx_shape, axis, n)?;
+    }
     Ok(out)
 }

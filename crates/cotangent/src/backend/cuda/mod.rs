@@ -50,7 +50,7 @@ pub use device::{cuda_available, device, device_count, CudaDevice};
 pub use elementwise::{binary, cast, copy_into, select, to_contiguous, unary};
 pub(crate) use eval::eval;
 pub use eval::HOST_FALLBACKS;
-pub use index::{gather, scatter_add};
+pub use index::{gather, scatter_add, INDEX_CHECK_WAITS};
 pub use matmul::{matmul, set_tf32};
 pub use random::random;
 pub use reduce::{arg_reduce, logsumexp, reduce, scan, softmax};

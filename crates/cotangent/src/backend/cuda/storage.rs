@@ -212,6 +212,15 @@ fn put_bytes(dev: &Arc<CudaDevice>, dst: u64, bytes: &[u8]) -> Result<()> {
 
 fn upload<T: BufferElement>(dev: &Arc<CudaDevice>, out: &CudaData, data: &Data, shape: &[usize]) -> Result<()> {
     let host = data.to_contiguous::<T>(shape);
+    if T::DTYPE.is_int() {
+        // indices from the host (labels, token ids) are then known to be in range without a
+        // device-side check whose result the host would have to wait for
+        let (lo, hi) = host.iter().fold((i64::MAX, i64::MIN), |(lo, hi), v| {
+            let v = v.to_i64();
+            (lo.min(v), hi.max(v))
+        });
+        out.buf.set_int_range(T::DTYPE, lo, hi);
+    }
     let size = std::mem::size_of_val(&host[..]);
     if size <= SMALL_UPLOAD_BYTES {
         // SAFETY: buffer elements are plain numbers (bool is one byte of 0 or 1) without padding:
