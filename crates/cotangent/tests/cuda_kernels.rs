@@ -810,7 +810,8 @@ fn random_matches_cpu_bits() {
     }
 }
 
-/// Every generated element-wise kernel (~700 sources) compiles with NVRTC for sm_90. Needs only
+/// Every generated element-wise kernel (~700 sources) and every gather and scatter-add kernel
+/// compiles with NVRTC for sm_90. Needs only
 /// libnvrtc, no GPU: `pip download nvidia-cuda-nvrtc`, unzip the wheel, point `LD_LIBRARY_PATH`
 /// at its `nvidia/cu13/lib`, and run
 /// `cargo test -p cotangent --features cuda --test cuda_kernels -- --ignored` (about 4 minutes on
@@ -823,8 +824,11 @@ fn every_generated_elementwise_kernel_compiles() {
         eprintln!("skipped: libnvrtc not found");
         return;
     }
-    let sources = cuda::elementwise::all_sources();
+    let mut sources = cuda::elementwise::all_sources();
     assert!(sources.len() > 300, "only {} sources", sources.len());
+    let index = cuda::index::all_sources();
+    assert!(index.len() > 40, "only {} gather and scatter sources", index.len());
+    sources.extend(index);
     for arch in [(9, 0)] {
         for (name, src) in &sources {
             let size = cuda::nvrtc::check_compiles(src, name, arch).unwrap_or_else(|e| panic!("{e}\n{src}"));

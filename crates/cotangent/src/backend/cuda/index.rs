@@ -95,21 +95,7 @@ pub fn gather(x: &CudaData, x_shape: &[usize], idx: &CudaData, idx_shape: &[usiz
     let cell = check_cell(x, idx, n)?;
     let (t, it) = (codegen::bits_type(x.dtype), codegen::storage(idx.dtype));
     let name = format!("ct_gather_{t}_{}", codegen::tag(idx.dtype));
-    let k = dev.kernel(&name, &name, || {
-        format!(
-            r#"{PRELUDE}
-extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__ x, const {it}* __restrict__ idx, ct_args<2> g, i64 ax_stride, i64 n, u64* bad) {{
-    CT_LOOP(i, g.n) {{
-        i64 o[2]; ct_offsets<2>(g, i, o);
-        i64 k = (i64)idx[o[1]];
-        if (k < 0) k += n;
-        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); out[i] = 0; }}
-        else out[i] = x[o[0] + k * ax_stride];
-    }}
-}}
-"#
-        )
-    })?;
+    let k = dev.kernel(&name, &name, || gather_source(&name, t, it))?;
     let (mut po, mut px, mut pi, mut a, mut s, mut nn, mut pb) =
         (out.ptr(), x.ptr(), idx.ptr(), args, ax_stride, n as i64, cell.as_ref().map_or(0, CudaData::ptr));
     let mut params: Vec<*mut c_void> = vec![
@@ -195,23 +181,7 @@ pub fn scatter_add(
     let cell = check_cell(x, idx, n)?;
     let (t, it) = (codegen::storage(x.dtype), codegen::storage(idx.dtype));
     let name = format!("ct_scatter_add_{}_{}", codegen::tag(x.dtype), codegen::tag(idx.dtype));
-    let k = dev.kernel(&name, &name, || {
-        format!(
-            r#"{PRELUDE}
-{acc}
-extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const {t}* __restrict__ upd, ct_args<3> g, i64 ax_stride, i64 n, u64* bad) {{
-    CT_LOOP(i, g.n) {{
-        i64 o[3]; ct_offsets<3>(g, i, o);
-        i64 k = (i64)idx[o[1]];
-        if (k < 0) k += n;
-        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); }}
-        else ct_acc(out + o[0] + k * ax_stride, upd[o[2]]);
-    }}
-}}
-"#,
-            acc = atomic_add_source(x.dtype)
-        )
-    })?;
+    let k = dev.kernel(&name, &name, || scatter_add_source(&name, x.dtype, t, it))?;
     let (mut po, mut pi, mut pu, mut a, mut s, mut nn, mut pb) =
         (out.ptr(), idx.ptr(), updates.ptr(), args, ax_stride, n as i64, cell.as_ref().map_or(0, CudaData::ptr));
     let mut params: Vec<*mut c_void> = vec![
@@ -231,4 +201,59 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
         report(cell, idx, idx_shape, axis, n)?;
     }
     Ok(out)
+}
+
+/// The C source of the gather kernel `name` for elements of C type `t` and indices of `it`.
+fn gather_source(name: &str, t: &str, it: &str) -> String {
+    format!(
+        r#"{PRELUDE}
+extern "C" __global__ void {name}({t}* __restrict__ out, const {t}* __restrict__ x, const {it}* __restrict__ idx, ct_args<2> g, i64 ax_stride, i64 n, u64* bad) {{
+    CT_LOOP(i, g.n) {{
+        i64 o[2]; ct_offsets<2>(g, i, o);
+        i64 k = (i64)idx[o[1]];
+        if (k < 0) k += n;
+        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); out[i] = 0; }}
+        else out[i] = x[o[0] + k * ax_stride];
+    }}
+}}
+"#
+    )
+}
+
+/// The C source of the scatter-add kernel `name` for elements of dtype `d` (C type `t`) and
+/// indices of C type `it`.
+fn scatter_add_source(name: &str, d: DType, t: &str, it: &str) -> String {
+    format!(
+        r#"{PRELUDE}
+{acc}
+extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const {t}* __restrict__ upd, ct_args<3> g, i64 ax_stride, i64 n, u64* bad) {{
+    CT_LOOP(i, g.n) {{
+        i64 o[3]; ct_offsets<3>(g, i, o);
+        i64 k = (i64)idx[o[1]];
+        if (k < 0) k += n;
+        if (k < 0 || k >= n) {{ if (bad) atomicMin(bad, (u64)i); }}
+        else ct_acc(out + o[0] + k * ax_stride, upd[o[2]]);
+    }}
+}}
+"#,
+        acc = atomic_add_source(d)
+    )
+}
+
+/// Every gather and scatter-add kernel source (each element dtype with each index dtype), for
+/// compile checks.
+pub fn all_sources() -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for d in crate::dtype::ALL_DTYPES {
+        for i in crate::dtype::ALL_DTYPES.into_iter().filter(|i| i.is_int()) {
+            let (t, it) = (codegen::bits_type(d), codegen::storage(i));
+            let name = format!("ct_gather_{t}_{}", codegen::tag(i));
+            if !v.iter().any(|(n, _)| *n == name) {
+                v.push((name.clone(), gather_source(&name, t, it)));
+            }
+            let name = format!("ct_scatter_add_{}_{}", codegen::tag(d), codegen::tag(i));
+            v.push((name.clone(), scatter_add_source(&name, d, codegen::storage(d), it)));
+        }
+    }
+    v
 }
