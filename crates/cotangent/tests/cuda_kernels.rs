@@ -811,9 +811,8 @@ fn random_matches_cpu_bits() {
 }
 
 /// Every generated element-wise kernel (~700 sources) and every gather and scatter-add kernel
-/// compiles with NVRTC for sm_90. Needs only
-/// libnvrtc, no GPU: `pip download nvidia-cuda-nvrtc`, unzip the wheel, point `LD_LIBRARY_PATH`
-/// at its `nvidia/cu13/lib`, and run
+/// compiles with NVRTC for sm_90. Needs only libnvrtc, no GPU: `pip download
+/// nvidia-cuda-nvrtc`, unzip the wheel, point `LD_LIBRARY_PATH` at its `nvidia/cu13/lib`, and run
 /// `cargo test -p cotangent --features cuda --test cuda_kernels -- --ignored` (about 4 minutes on
 /// one core; 9 minutes for sm_90 and sm_80 on a loaded 2-core machine). Skipped where libnvrtc is
 /// absent.
