@@ -33,6 +33,22 @@ fn loss_fn(a: &[Array]) -> Array {
 /// One training step: parameters and batch in, new parameters (and the loss) out.
 type Step = dyn Fn(&[Array]) -> ct::Result<Vec<Array>>;
 
+/// How many gathers and scatters so far waited for the GPU to check their indices, and how many
+/// ops ran on the host instead of the GPU (both 0 without CUDA): a step that waits for the GPU
+/// in its middle cannot queue ahead of it.
+fn cuda_waits() -> [usize; 2] {
+    #[cfg(feature = "cuda")]
+    {
+        use cotangent::backend::cuda;
+        use std::sync::atomic::Ordering::Relaxed;
+        [cuda::INDEX_CHECK_WAITS.load(Relaxed), cuda::HOST_FALLBACKS.load(Relaxed)]
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        [0, 0]
+    }
+}
+
 /// Mean µs per step of `steps` steps spent building the step's graph, in `eval` (on a GPU:
 /// launching its kernels) and waiting for the device afterwards.
 fn host_split(
@@ -124,7 +140,10 @@ fn main() -> ct::Result<()> {
         let t = cb::time_fn(one, warmup, reps, min_time);
         // where a step's time goes: building its graph (the call), queueing its work (`eval`,
         // which on a GPU returns once every kernel is launched), waiting for the device
+        let before = cuda_waits();
         let split = host_split(&state, &*run, &x, &y, 50)?;
+        let after = cuda_waits();
+        let per_step = |i: usize| (after[i] - before[i]) as f64 / 50.0;
         let loss_final = state.borrow().1.item::<f32>()?;
         let s = t.median_s / per_sync as f64;
         res.insert(
@@ -134,6 +153,7 @@ fn main() -> ct::Result<()> {
                 "gflops": flops / s / 1e9, "min_s_per_step": t.min_s / per_sync as f64, "inner": t.inner,
                 "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
                 "build_us": split[0], "eval_us": split[1], "wait_us": split[2],
+                "index_check_waits_per_step": per_step(0), "host_fallbacks_per_step": per_step(1),
             }),
         );
     }
