@@ -33,19 +33,19 @@ fn loss_fn(a: &[Array]) -> Array {
 /// One training step: parameters and batch in, new parameters (and the loss) out.
 type Step = dyn Fn(&[Array]) -> ct::Result<Vec<Array>>;
 
-/// How many gathers and scatters so far waited for the GPU to check their indices, and how many
-/// ops ran on the host instead of the GPU (both 0 without CUDA): a step that waits for the GPU
-/// in its middle cannot queue ahead of it.
-fn cuda_waits() -> [usize; 2] {
+/// How many gathers and scatters so far waited for the GPU to check their indices, how many
+/// ops ran on the host instead of the GPU (a step that waits for the GPU in its middle cannot
+/// queue ahead of it), and how many compiled calls ran as one CUDA graph (all 0 without CUDA).
+fn cuda_waits() -> [usize; 3] {
     #[cfg(feature = "cuda")]
     {
         use cotangent::backend::cuda;
         use std::sync::atomic::Ordering::Relaxed;
-        [cuda::INDEX_CHECK_WAITS.load(Relaxed), cuda::HOST_FALLBACKS.load(Relaxed)]
+        [cuda::INDEX_CHECK_WAITS.load(Relaxed), cuda::HOST_FALLBACKS.load(Relaxed), cuda::GRAPH_LAUNCHES.load(Relaxed)]
     }
     #[cfg(not(feature = "cuda"))]
     {
-        [0, 0]
+        [0, 0, 0]
     }
 }
 
@@ -154,6 +154,7 @@ fn main() -> ct::Result<()> {
                 "first_step_s": first, "loss_initial": loss0, "loss_final": loss_final,
                 "build_us": split[0], "eval_us": split[1], "wait_us": split[2],
                 "index_check_waits_per_step": per_step(0), "host_fallbacks_per_step": per_step(1),
+                "graph_launches_per_step": per_step(2),
             }),
         );
     }

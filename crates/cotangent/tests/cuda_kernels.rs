@@ -880,3 +880,124 @@ fn compiled_element_wise_runs_fuse_into_one_kernel_bit_identical_to_separate_ker
         }
     }
 }
+
+/// A two-layer MLP's training step (cross-entropy through `take_along_axis`, plain SGD):
+/// `[w1, b1, w2, b2, x, y]` to the new parameters and the loss.
+fn mlp_training_step(args: &[Array]) -> ct::Result<Vec<Array>> {
+    let loss = |a: &[Array]| {
+        let h = (a[4].matmul(&a[0]) + &a[1]).maximum(0.0);
+        let logits = h.matmul(&a[2]) + &a[3];
+        let picked = logits.take_along_axis(&a[5].expand_dims(&[-1]), -1).squeeze(&[-1]);
+        (logits.logsumexp(&[-1], false) - picked).mean_all()
+    };
+    let (value, grads) = ct::value_and_grad_argnums(loss, &[0, 1, 2, 3])(args)?;
+    let mut out: Vec<Array> = args[..4].iter().zip(&grads).map(|(p, g)| p - g * 0.1).collect();
+    out.push(value[0].clone());
+    Ok(out)
+}
+
+/// Parameters of [`mlp_training_step`] on the GPU (32 → 64 → 10).
+fn mlp_parameters(seed: u64) -> Vec<Array> {
+    let ks = ct::random::split_keys(&ct::random::key(seed), 4);
+    [vec![32, 64], vec![64], vec![64, 10], vec![10]]
+        .iter()
+        .zip(&ks)
+        .map(|(shape, k)| (ct::random::normal(k, shape, DType::F32) * 0.2).to_device(ct::Device::Cuda(0)))
+        .collect()
+}
+
+/// A batch of 16 rows for [`mlp_training_step`]: inputs, and labels uploaded from the host
+/// (`label_shift` moves them, 10 and more being out of range).
+fn mlp_batch(seed: u64, label_shift: i32) -> Vec<Array> {
+    let x = ct::random::normal(&ct::random::key(1000 + seed), &[16, 32], DType::F32).to_device(ct::Device::Cuda(0));
+    let labels: Vec<i32> = (0..16).map(|i| ((i * 7 + seed as i32) % 10) + label_shift).collect();
+    vec![x, Array::from_slice(&labels, &[16]).to_device(ct::Device::Cuda(0))]
+}
+
+fn host_values(arrays: &[Array]) -> Vec<Vec<f32>> {
+    arrays.iter().map(|a| a.to_vec::<f32>().expect("values")).collect()
+}
+
+/// On a GPU a compiled call replays its steps the first time, captures them as a CUDA graph the
+/// second time, and launches the graph from then on. The graph computes what the step-by-step
+/// replay computes, bit for bit on the same arguments, and what the uncompiled step computes
+/// (within f32 rounding) on new ones; the graph's private copies of the arguments never leak
+/// into later results; calls from two threads at once get their own results; labels the graph
+/// cannot trust (computed on the device, or out of range) make the call replay step by step,
+/// with the index check and its error.
+#[test]
+fn compiled_calls_run_as_cuda_graphs() {
+    let Some(_) = dev() else { return };
+    if !cuda::graphs_enabled() {
+        println!("COTANGENT_CUDA_GRAPHS=0");
+        return;
+    }
+    let launches = || cuda::GRAPH_LAUNCHES.load(std::sync::atomic::Ordering::Relaxed);
+    let step = ct::compile(mlp_training_step);
+    let args: Vec<Array> = mlp_parameters(1).into_iter().chain(mlp_batch(0, 0)).collect();
+    let replayed = host_values(&step(&args).expect("first call"));
+    let before = launches();
+    let captured = host_values(&step(&args).expect("second call"));
+    assert_eq!(launches(), before + 1, "the second call runs as a graph");
+    assert_eq!(captured, replayed, "the graph computes the replay's values bit for bit");
+
+    // a training run: every call launches the graph and follows the uncompiled step
+    let (mut params, mut eager_params) = (mlp_parameters(2), mlp_parameters(2));
+    let before = launches();
+    for call in 0..6u64 {
+        let batch = mlp_batch(call, 0);
+        let got = step(&params.iter().chain(&batch).cloned().collect::<Vec<_>>()).expect("compiled step");
+        let want = mlp_training_step(&eager_params.iter().chain(&batch).cloned().collect::<Vec<_>>()).unwrap();
+        for (i, (g, w)) in host_values(&got).iter().zip(&host_values(&want)).enumerate() {
+            let scale = w.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-4 * scale, "call {call}, output {i}: off by {worst} (scale {scale})");
+        }
+        params = got[..4].to_vec();
+        eager_params = want[..4].to_vec();
+    }
+    assert_eq!(launches(), before + 6, "each call of the training run is one graph launch");
+
+    // two threads at once, each on its own batch: each gets its own step's values
+    let results: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2u64)
+            .map(|t| {
+                let step = step.clone();
+                s.spawn(move || {
+                    let args: Vec<Array> = mlp_parameters(3 + t).into_iter().chain(mlp_batch(10 + t, 0)).collect();
+                    let mut last = Vec::new();
+                    for _ in 0..5 {
+                        last = host_values(&step(&args).expect("compiled step on a thread"));
+                    }
+                    (last, host_values(&mlp_training_step(&args).unwrap()))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    for (t, (got, want)) in results.iter().enumerate() {
+        for (g, w) in got.iter().zip(want) {
+            let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-4, "thread {t}: off by {worst}");
+        }
+    }
+
+    // labels computed on the device carry no known range: the call replays step by step
+    let mut device_labels: Vec<Array> = mlp_parameters(4).into_iter().chain(mlp_batch(20, 0)).collect();
+    device_labels[5] = &device_labels[5] * 1i32;
+    let before = launches();
+    let got = host_values(&step(&device_labels).expect("device labels"));
+    assert_eq!(launches(), before, "labels of unknown range do not run as a graph");
+    let want = host_values(&mlp_training_step(&device_labels).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst <= 1e-4, "device labels: off by {worst}");
+    }
+
+    // a label out of range: no graph, and the replay's check reports it
+    let bad: Vec<Array> = mlp_parameters(5).into_iter().chain(mlp_batch(30, 3)).collect();
+    let before = launches();
+    let err = step(&bad).and_then(|out| out[4].item::<f32>().map(|_| ())).expect_err("label 10 of 10 classes");
+    assert_eq!(launches(), before);
+    assert!(err.to_string().contains("out of range"), "{err}");
+}

@@ -36,8 +36,20 @@
 //! of such an array): at trace time they do not exist, and the call returns an `Err` saying so.
 //! Rust code in `f` (prints, counters, branches on shapes) runs only when tracing.
 //!
-//! On CUDA, a compiled replay still launches one kernel per unfused step (no CUDA graph
-//! capture yet).
+//! # CUDA graphs
+//!
+//! On a GPU each launch costs the host several microseconds, so a replay of small kernels waits
+//! on the host. A call whose program runs on one CUDA device, and whose arguments no transform
+//! is tracing, becomes one lazy node; evaluating it replays the program step by step the first
+//! time, captures the replay as a CUDA graph the second time (`backend::cuda::capture`), and
+//! from then on copies the arguments into the graph's input buffers, launches the graph (one
+//! driver call) and copies its outputs out. The graph runs the kernels the step-by-step replay
+//! runs, on the same values, so results are identical. A call the graph cannot take (arguments
+//! that are views rather than dense arrays, indices not known to be in range) replays step by
+//! step; a program whose capture fails three times (it reads values back to the host, say)
+//! stops trying. `COTANGENT_CUDA_GRAPHS=0` turns capture off. Transforms of such a call
+//! (`grad` of a compiled function called outside it) see the lazy node's rules, which replay
+//! the program step by step.
 use crate::array::{Origin, TraceGuard, TraceToken};
 use crate::backend::Device;
 use crate::graph::{topo_order, IdMap};
@@ -74,7 +86,8 @@ const MAX_GPU_GROUP_STEPS: usize = 256;
 /// transposes go; common subexpressions merge; steps no output needs go; arrays that do not
 /// depend on the inputs become constants, computed once; and on the CPU, runs of element-wise
 /// steps of one shape become one fused node, evaluated tile by tile with the uncompiled
-/// kernels (so results are bit-identical). On CUDA each step remains its own kernel.
+/// kernels (so results are bit-identical). On CUDA a group is one generated kernel, and from
+/// the second call on a call's steps run as one captured CUDA graph (see the module docs).
 ///
 /// ```
 /// use cotangent::{self as ct, Array};
@@ -145,7 +158,7 @@ impl Compiled {
                 }
             }
         };
-        Ok(program.replay(args))
+        Ok(program.call(args))
     }
 }
 
@@ -204,7 +217,29 @@ struct Program {
     steps: Vec<Step>,
     consts: Vec<Array>,
     outputs: Vec<Ref>,
+    /// The program's CUDA graph, on a GPU (see the module docs).
+    #[cfg(feature = "cuda")]
+    graph: std::sync::Mutex<GraphState>,
+    /// The name of a graph call's node: what computes each output (`compiled(fused[..], ..)`).
+    #[cfg(feature = "cuda")]
+    graph_name: std::sync::OnceLock<String>,
 }
+
+/// Where a program's CUDA graph stands.
+#[cfg(feature = "cuda")]
+#[derive(Default)]
+struct GraphState {
+    /// Calls that reached the graph path so far (the first replays step by step, which also
+    /// compiles every kernel, so that no compilation happens inside a capture).
+    calls: usize,
+    /// Captures that failed; after [`MAX_CAPTURE_FAILURES`] the program stops trying.
+    failures: usize,
+    captured: Option<Arc<crate::backend::cuda::capture::CapturedGraph>>,
+}
+
+/// How often a program's capture may fail before its calls stop trying.
+#[cfg(feature = "cuda")]
+const MAX_CAPTURE_FAILURES: usize = 3;
 
 impl Program {
     /// Runs `f` on stand-ins of `signature` and builds the simplified, fused program.
@@ -231,8 +266,16 @@ impl Program {
         nodes.sort_by_key(|n| n.seq);
         // what each node became: an input, a step, or (not depending on any input) a constant
         let mut step_of: IdMap<usize, usize> = IdMap::default();
-        let mut program =
-            Program { signature: signature.clone(), steps: Vec::new(), consts: Vec::new(), outputs: Vec::new() };
+        let mut program = Program {
+            signature: signature.clone(),
+            steps: Vec::new(),
+            consts: Vec::new(),
+            outputs: Vec::new(),
+            #[cfg(feature = "cuda")]
+            graph: Default::default(),
+            #[cfg(feature = "cuda")]
+            graph_name: Default::default(),
+        };
         let mut const_of: IdMap<(usize, usize), usize> = IdMap::default();
         for node in &nodes {
             let id = Arc::as_ptr(node) as *const u8 as usize;
@@ -534,6 +577,120 @@ impl Program {
             Ref::Const(k) => self.consts[k].dtype(),
             Ref::Step(s, o) => self.steps[s].specs[o].dtype,
         }
+    }
+
+    /// A call of the program on `args`: one lazy node run as a CUDA graph where the program can
+    /// be (see the module docs), else its nodes replayed.
+    fn call(self: &Arc<Program>, args: &[Array]) -> Vec<Array> {
+        #[cfg(feature = "cuda")]
+        if let Some(ordinal) = self.graph_device(args) {
+            let specs = self.outputs.iter().map(|&r| self.spec(r)).collect();
+            let program = self.clone();
+            let body: crate::transforms::custom::ForwardFn =
+                Arc::new(move |xs: &[Array]| program.run_graph(ordinal, xs));
+            let name = self.graph_name.get_or_init(|| self.describe_outputs()).clone();
+            let call = crate::primitives::graph::Call { name, body, n_outputs: self.outputs.len() };
+            return Array::from_primitive_multi(call, args.to_vec(), specs);
+        }
+        self.replay(args)
+    }
+
+    /// `compiled(..)` with what computes each output: a step's primitive, an input, a constant.
+    #[cfg(feature = "cuda")]
+    fn describe_outputs(&self) -> String {
+        let parts: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|&r| match r {
+                Ref::Step(s, _) => format!("{}", &*self.steps[s].prim),
+                Ref::Input(i) => format!("input {i}"),
+                Ref::Const(k) => format!("constant {k}"),
+            })
+            .collect();
+        format!("compiled({})", parts.join(", "))
+    }
+
+    /// The CUDA device a call on `args` may run as a graph on: capture is on, every input and
+    /// step is on that one device, and no transform traces the arguments (transforms see the
+    /// replayed nodes instead, so a gradient does not recompute the forward).
+    #[cfg(feature = "cuda")]
+    fn graph_device(&self, args: &[Array]) -> Option<usize> {
+        let Some(&(_, _, Device::Cuda(ordinal))) = self.signature.first() else { return None };
+        let on_device = |d: &Device| *d == Device::Cuda(ordinal);
+        let traced =
+            |a: &Array| a.node.seen_by_transforms() || matches!(a.node.kind, crate::array::NodeKind::Placeholder);
+        (crate::backend::cuda::graphs_enabled()
+            && !self.steps.is_empty()
+            && self.signature.iter().all(|s| on_device(&s.2))
+            && self.steps.iter().all(|s| on_device(&s.device))
+            && !args.iter().any(traced))
+        .then_some(ordinal)
+    }
+
+    /// The body of a graph call (see [`call`](Self::call)): on computed dense arrays of the
+    /// device, the captured graph's results; otherwise (transforms calling the body on traced
+    /// arrays, views, a capture that failed) the replayed nodes.
+    #[cfg(feature = "cuda")]
+    fn run_graph(&self, ordinal: usize, xs: &[Array]) -> Result<Vec<Array>> {
+        use crate::backend::cuda::capture::{capturing_any, CapturedGraph};
+        use crate::backend::Storage;
+        let dense: Option<Vec<(crate::backend::cuda::CudaData, Vec<usize>)>> = xs
+            .iter()
+            .map(|x| match x.node.data.get() {
+                Some(Ok(outs)) => match &outs[x.index] {
+                    Storage::Cuda(d) if d.device().ordinal() == ordinal && d.is_contiguous(x.shape()) => {
+                        Some((d.clone(), x.shape().to_vec()))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let Some(dense) = dense.filter(|_| !capturing_any()) else { return Ok(self.replay(xs)) };
+        let wrap = |outs: Vec<crate::backend::cuda::CudaData>| {
+            outs.into_iter()
+                .zip(&self.outputs)
+                .map(|(d, &r)| {
+                    let spec = self.spec(r);
+                    Array::from_storage(Storage::Cuda(d), &spec.shape, spec.dtype)
+                })
+                .collect()
+        };
+        let mut state = self.graph.lock().unwrap_or_else(|e| e.into_inner());
+        let graph = match &state.captured {
+            Some(g) => g.clone(),
+            None => {
+                state.calls += 1;
+                if state.calls < 2 || state.failures >= MAX_CAPTURE_FAILURES {
+                    return Ok(self.replay(xs));
+                }
+                // constants are computed once, outside any graph
+                crate::graph::eval(&self.consts)?;
+                let dev = crate::backend::cuda::device(ordinal)?;
+                let captured = CapturedGraph::capture(&dev, &dense, |statics| {
+                    let outs = self.replay(statics);
+                    crate::graph::eval(&outs)?;
+                    Ok(outs)
+                });
+                match captured {
+                    Ok(g) => {
+                        let g = Arc::new(g);
+                        state.captured = Some(g.clone());
+                        g
+                    }
+                    Err(_) => {
+                        // the step-by-step replay reports the error if it is one of the program
+                        state.failures += 1;
+                        return Ok(self.replay(xs));
+                    }
+                }
+            }
+        };
+        drop(state);
+        Ok(match graph.launch(&dense)? {
+            Some(outs) => wrap(outs),
+            None => self.replay(xs),
+        })
     }
 
     /// The program's nodes built on `args`; returns the outputs.

@@ -12,6 +12,7 @@
 //! synchronised so the pool can reuse them) and the allocation retried once; a second failure is
 //! an `Err` naming the size. Buckets are multiples of 4 bytes, so kernels may update a sub-word
 //! element with a 32-bit compare-and-swap on its aligned word.
+use super::capture::Arena;
 use super::device::CudaDevice;
 use crate::{DType, Result};
 use cudarc::driver::{result as dr, sys};
@@ -72,6 +73,12 @@ impl Allocator {
         Some(p)
     }
 
+    /// Return a block that was counted as in use (a graph's arena giving its blocks back).
+    pub(crate) fn release(&self, b: usize, p: sys::CUdeviceptr) {
+        self.in_use.fetch_sub(b, Ordering::Relaxed);
+        self.push(b, p);
+    }
+
     fn push(&self, b: usize, p: sys::CUdeviceptr) {
         if let Ok(mut free) = self.free.lock() {
             free.entry(b).or_default().push(p);
@@ -94,7 +101,7 @@ impl Allocator {
                 // it was in the free list (its `CudaBuffer` dropped), and the free is ordered on
                 // the same stream after every kernel or copy queued earlier that used it. It was
                 // drained from the list above, so it is freed once.
-                if let Err(e) = unsafe { dr::free_async(p, dev.cu_stream()) } {
+                if let Err(e) = unsafe { dr::free_async(p, dev.main_stream()) } {
                     first_err.get_or_insert(e);
                 }
             }
@@ -117,6 +124,8 @@ pub struct CudaBuffer {
     /// host has seen (uploaded from host data): indexing ops then know every index is in range
     /// without checking on the device and reading the result back (a wait for the GPU).
     int_range: OnceLock<(DType, i64, i64)>,
+    /// The graph capture this buffer was allocated in: its block stays with that graph.
+    arena: Option<Arc<Arena>>,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -129,7 +138,14 @@ impl CudaBuffer {
     /// Allocate `len` bytes (uninitialised) on `dev`. A zero-byte buffer allocates nothing.
     pub fn alloc(dev: &Arc<CudaDevice>, len: usize) -> Result<CudaBuffer> {
         if len == 0 {
-            return Ok(CudaBuffer { dev: dev.clone(), ptr: 0, len: 0, bucket: 0, int_range: OnceLock::new() });
+            return Ok(CudaBuffer {
+                dev: dev.clone(),
+                ptr: 0,
+                len: 0,
+                bucket: 0,
+                int_range: OnceLock::new(),
+                arena: None,
+            });
         }
         let b = bucket(len);
         // Out of memory is `Error::OutOfMemory`, as on the CPU: the node running the kernel names
@@ -137,20 +153,33 @@ impl CudaBuffer {
         if b >= isize::MAX as usize {
             return Err(crate::Error::alloc_failed(len, crate::DType::U8));
         }
+        let arena = super::capture::arena(dev.ordinal());
+        let made = |ptr| CudaBuffer {
+            dev: dev.clone(),
+            ptr,
+            len,
+            bucket: b,
+            int_range: OnceLock::new(),
+            arena: arena.clone(),
+        };
+        // a block the capture running on this thread freed is still counted as in use
+        if let Some(ptr) = arena.as_ref().and_then(|a| a.pop(b)) {
+            return Ok(made(ptr));
+        }
         if let Some(ptr) = dev.alloc.pop(b) {
             dev.alloc.taken(b);
-            return Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b, int_range: OnceLock::new() });
+            return Ok(made(ptr));
         }
         dev.bind()?;
         // SAFETY: the stream belongs to the device's context, bound to this thread just above;
         // `b` is non-zero and below `isize::MAX`. The memory is only ever used on this stream.
-        let first = unsafe { dr::malloc_async(dev.cu_stream(), b) };
+        let first = unsafe { dr::malloc_async(dev.main_stream(), b) };
         let ptr = match first {
             Ok(p) => p,
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                 dev.alloc.flush(dev)?;
                 // SAFETY: as above.
-                match unsafe { dr::malloc_async(dev.cu_stream(), b) } {
+                match unsafe { dr::malloc_async(dev.main_stream(), b) } {
                     Ok(p) => p,
                     Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                         return Err(crate::Error::alloc_failed(len, crate::DType::U8))
@@ -161,7 +190,7 @@ impl CudaBuffer {
             Err(e) => return Err(dev.error(format!("allocating {len} bytes: {e}"))),
         };
         dev.alloc.taken(b);
-        Ok(CudaBuffer { dev: dev.clone(), ptr, len, bucket: b, int_range: OnceLock::new() })
+        Ok(made(ptr))
     }
 
     /// The device pointer (0 for an empty buffer).
@@ -195,9 +224,13 @@ impl CudaBuffer {
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.ptr != 0 {
-            self.dev.alloc.in_use.fetch_sub(self.bucket, Ordering::Relaxed);
-            self.dev.alloc.push(self.bucket, self.ptr);
+        if self.ptr == 0 {
+            return;
+        }
+        match self.arena.take() {
+            // a captured graph writes this block at every launch: it stays with the graph
+            Some(arena) => arena.keep(self.bucket, self.ptr),
+            None => self.dev.alloc.release(self.bucket, self.ptr),
         }
     }
 }

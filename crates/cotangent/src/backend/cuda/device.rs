@@ -135,9 +135,21 @@ impl CudaDevice {
     pub fn sm_count(&self) -> usize {
         self.sm_count
     }
-    /// The raw stream all work of this device is queued on.
+    /// The raw stream the calling thread queues this device's work on: the device's one stream,
+    /// or, while the thread captures a graph of this device (`capture`), the capture's stream.
     pub(crate) fn cu_stream(&self) -> sys::CUstream {
+        super::capture::stream_override(self.ordinal).unwrap_or_else(|| self.stream.cu_stream())
+    }
+
+    /// The device's one stream, whatever the calling thread captures: allocations, copies into
+    /// and out of captured graphs, and their launches.
+    pub(crate) fn main_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()
+    }
+
+    /// A new stream on this device's context (a graph capture records one).
+    pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>> {
+        self.ctx.new_stream().map_err(|x| self.error(format!("creating a stream: {x}")))
     }
 
     /// Make this device's context current on the calling thread (cheap when it already is).
@@ -268,6 +280,21 @@ impl CudaDevice {
             *blas = Some(b);
         }
         self.bind()?;
-        f(blas.as_ref().expect("set above"))
+        let handle = blas.as_ref().expect("set above");
+        // while this thread captures a graph, the handle queues on the capture's stream (the
+        // handle's lock is held meanwhile, so no other thread's call goes there)
+        let Some(capture) = super::capture::stream_override(self.ordinal) else { return f(handle) };
+        let set_stream = |stream: sys::CUstream| {
+            // SAFETY: the handle is live and locked; both streams belong to this device's context.
+            let st = unsafe { cudarc::cublas::sys::cublasSetStream_v2(*handle.handle(), stream as _) };
+            match st {
+                cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
+                st => Err(self.error(format!("setting the cuBLAS stream: {st:?}"))),
+            }
+        };
+        set_stream(capture)?;
+        let result = f(handle);
+        set_stream(self.stream.cu_stream())?;
+        result
     }
 }

@@ -35,8 +35,13 @@ fn check_index(idx: &CudaData, what: &str) -> Result<()> {
 
 /// Whether every index `idx` can hold lies in `-n..n`, known on the host without looking at
 /// the device (the buffer's values were uploaded from the host, see `CudaBuffer::int_range`).
+/// A graph capture records the buffers it trusted so (`capture::note_index_bound`).
 fn known_in_range(idx: &CudaData, n: usize) -> bool {
-    idx.buf.int_range(idx.dtype).is_some_and(|(lo, hi)| lo >= -(n as i64) && hi < n as i64)
+    let known = idx.buf.int_range(idx.dtype).is_some_and(|(lo, hi)| lo >= -(n as i64) && hi < n as i64);
+    if known {
+        super::capture::note_index_bound(idx.device().ordinal(), idx.buf.ptr(), idx.dtype, n as i64);
+    }
+    known
 }
 
 /// The bad-index cell of a launch: none (a null pointer, which the kernels skip) when the

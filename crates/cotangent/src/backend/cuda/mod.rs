@@ -28,11 +28,15 @@
 //!   are 64-bit (no wrap at 2³² elements).
 //! * **Element-wise groups fuse under [`crate::compile`]**: one generated kernel per group
 //!   structure (`fused.rs`), bit-identical to the separate kernels.
+//! * **Compiled replays run as CUDA graphs** (`capture`): captured once on a private stream
+//!   with graph-owned memory, relaunched with one driver call; inputs and outputs are copied
+//!   through static buffers.
 //! * **A caching allocator** (`alloc`) over stream-ordered `cuMemAllocAsync`: with one stream a
 //!   freed block can be handed to the next kernel at once. See its docs for the buckets.
 //! * **Determinism**: reductions combine in a fixed tree order that does not depend on the grid
 //!   size; scatter-add of floats uses atomics (documented as order-dependent).
 pub mod alloc;
+pub mod capture;
 pub mod codegen;
 pub mod device;
 pub mod elementwise;
@@ -46,6 +50,7 @@ pub mod reduce;
 pub mod storage;
 
 pub use alloc::CudaBuffer;
+pub use capture::{graphs_enabled, GRAPH_LAUNCHES};
 pub use device::{cuda_available, device, device_count, CudaDevice};
 pub use elementwise::{binary, cast, copy_into, select, to_contiguous, unary};
 pub(crate) use eval::eval;

@@ -223,10 +223,14 @@ fn upload<T: BufferElement>(dev: &Arc<CudaDevice>, out: &CudaData, data: &Data, 
     }
     let size = std::mem::size_of_val(&host[..]);
     if size <= SMALL_UPLOAD_BYTES {
+        // the bytes travel as a kernel parameter: a graph capture records them by value
         // SAFETY: buffer elements are plain numbers (bool is one byte of 0 or 1) without padding:
         // `size` bytes from the start of `host` are initialised and live for the call.
         let bytes = unsafe { std::slice::from_raw_parts(host.as_ptr() as *const u8, size) };
         return put_bytes(dev, out.buf.ptr(), bytes);
+    }
+    if super::capture::capturing(dev.ordinal()) {
+        return Err(dev.error(format!("copying {shape:?} {} from the host inside a graph capture", T::DTYPE)));
     }
     // SAFETY: the destination is the dense buffer just made for `numel(shape)` elements of this
     // dtype, and `host` holds exactly `numel(shape)` `T`s of that size. `host` is pageable memory
@@ -251,6 +255,10 @@ fn download<T: BufferElement>(dev: &Arc<CudaDevice>, src: &CudaData, n: usize, s
 fn copy_down<U: Copy>(dev: &Arc<CudaDevice>, src: &CudaData, dst: &mut [U], shape: &[usize]) -> Result<()> {
     if dst.is_empty() {
         return Ok(());
+    }
+    if super::capture::capturing(dev.ordinal()) {
+        // nothing has run yet inside a capture: there is nothing to read
+        return Err(dev.error(format!("reading {shape:?} {} back to the host inside a graph capture", src.dtype)));
     }
     // SAFETY: `src` is a dense view of `dst.len()` elements of `U`'s size (bools are read as
     // `u8`, never as `bool`), inside its buffer. `dst` is pageable memory (a Rust vector), and a
