@@ -959,7 +959,8 @@ fn compiled_calls_run_as_cuda_graphs() {
     assert_eq!(launches(), before + 6, "each call of the training run is one graph launch");
 
     // two threads at once, each on its own batch: each gets its own step's values
-    let results: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)> = std::thread::scope(|s| {
+    type Values = Vec<Vec<f32>>;
+    let results: Vec<(Values, Values)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..2u64)
             .map(|t| {
                 let step = step.clone();

@@ -83,12 +83,15 @@ impl Drop for Arena {
     }
 }
 
+/// `(buffer, dtype, extent)`: a captured kernel trusted the indices in `buffer` to lie in
+/// `-extent..extent`.
+type IndexBound = (sys::CUdeviceptr, DType, i64);
+
 /// The capture running on this thread.
 struct Active {
     ordinal: usize,
     arena: Arc<Arena>,
-    /// `(buffer, dtype, extent)` of index buffers a kernel trusted to lie in `-extent..extent`.
-    index_bounds: Vec<(sys::CUdeviceptr, DType, i64)>,
+    index_bounds: Vec<IndexBound>,
 }
 
 thread_local! {
@@ -152,7 +155,7 @@ impl CaptureGuard {
     }
 
     /// Stop capturing; the graph (instantiated) and the index bounds the kernels trusted.
-    fn end(mut self, dev: &CudaDevice) -> Result<(CudaGraph, Vec<(sys::CUdeviceptr, DType, i64)>)> {
+    fn end(mut self, dev: &CudaDevice) -> Result<(CudaGraph, Vec<IndexBound>)> {
         let bounds = self.leave();
         let graph = self
             .stream
@@ -162,7 +165,7 @@ impl CaptureGuard {
         Ok((graph, bounds))
     }
 
-    fn leave(&mut self) -> Vec<(sys::CUdeviceptr, DType, i64)> {
+    fn leave(&mut self) -> Vec<IndexBound> {
         self.ended = true;
         STREAM.with(|s| s.set((usize::MAX, std::ptr::null_mut())));
         ACTIVE.with(|a| a.borrow_mut().take()).map(|a| a.index_bounds).unwrap_or_default()
@@ -288,9 +291,12 @@ impl CapturedGraph {
         }
         let exec = self.exec.lock().map_err(|_| self.dev.error("a captured graph's lock is poisoned"))?;
         self.dev.bind()?;
-        for ((a, shape), (s, _)) in args.iter().zip(&self.inputs) {
-            copy_dense(&self.dev, s, a, dense_bytes(shape, a.dtype))?;
-        }
+        let copies_in: Vec<(u64, u64, usize)> = args
+            .iter()
+            .zip(&self.inputs)
+            .map(|((a, shape), (s, _))| (s.ptr(), a.ptr(), dense_bytes(shape, a.dtype)))
+            .collect();
+        copy_many(&self.dev, &copies_in)?;
         // SAFETY: the graph was instantiated on this device's context (bound above) and is
         // launched under its lock. Every address it holds stays valid: the static inputs and
         // outputs are owned by `self`, every other buffer it wrote during the capture by its
@@ -299,18 +305,87 @@ impl CapturedGraph {
         unsafe { dr::graph::launch(exec.0.cu_graph_exec(), self.dev.main_stream()) }
             .map_err(|e| self.dev.error(format!("launching a captured graph: {e}")))?;
         let mut outs = Vec::with_capacity(self.outputs.len());
+        let mut copies_out = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
             let buf = CudaBuffer::alloc(&self.dev, o.buf.len())?;
-            if !o.buf.is_empty() {
-                // SAFETY: `buf` was just allocated with `o.buf.len()` bytes; both are live
-                // buffers of this device, and the copy is queued after the graph that writes `o`.
-                unsafe { dr::memcpy_dtod_async(buf.ptr(), o.buf.ptr(), o.buf.len(), self.dev.main_stream()) }
-                    .map_err(|e| self.dev.error(format!("copying a graph's output: {e}")))?;
-            }
+            copies_out.push((buf.ptr(), o.buf.ptr(), o.buf.len()));
             outs.push(CudaData { buf: Arc::new(buf), dtype: o.dtype, strides: o.strides.clone(), offset: o.offset });
         }
+        // queued after the graph that writes the outputs, into buffers just allocated for them
+        copy_many(&self.dev, &copies_out)?;
         drop(exec);
         GRAPH_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         Ok(Some(outs))
     }
+}
+
+/// The most copies one [`copy_many`] launch carries (its parameter block: 4 + 24 per copy bytes).
+const COPIES_PER_LAUNCH: usize = 64;
+
+/// The source of `ct_copy_many`: block `b` copies piece `b / per_piece`, 8 bytes per thread
+/// and step where both ends are 8-byte aligned, else byte by byte.
+fn copy_many_source() -> String {
+    format!(
+        r#"
+struct ct_copies {{ unsigned int n; unsigned int per_piece; unsigned long long dst[{k}]; unsigned long long src[{k}]; unsigned long long bytes[{k}]; }};
+extern "C" __global__ void ct_copy_many(ct_copies c) {{
+  unsigned int p = blockIdx.x / c.per_piece;
+  if (p >= c.n) return;
+  unsigned long long first = (unsigned long long)(blockIdx.x % c.per_piece) * blockDim.x + threadIdx.x;
+  unsigned long long step = (unsigned long long)c.per_piece * blockDim.x;
+  unsigned long long n = c.bytes[p];
+  unsigned char* d = (unsigned char*)c.dst[p];
+  const unsigned char* s = (const unsigned char*)c.src[p];
+  unsigned long long words = ((c.dst[p] | c.src[p]) & 7) == 0 ? n / 8 : 0;
+  for (unsigned long long i = first; i < words; i += step) ((unsigned long long*)d)[i] = ((const unsigned long long*)s)[i];
+  for (unsigned long long i = words * 8 + first; i < n; i += step) d[i] = s[i];
+}}
+"#,
+        k = COPIES_PER_LAUNCH
+    )
+}
+
+/// The parameter block of `ct_copy_many` (laid out as its C struct).
+#[repr(C)]
+struct Copies {
+    n: u32,
+    per_piece: u32,
+    dst: [u64; COPIES_PER_LAUNCH],
+    src: [u64; COPIES_PER_LAUNCH],
+    bytes: [u64; COPIES_PER_LAUNCH],
+}
+
+/// Queue the copies `(dst, src, bytes)` between live device buffers of `dev` on its stream, in
+/// one kernel launch per [`COPIES_PER_LAUNCH`] copies (a graph launch copies its arguments in
+/// and its outputs out: one launch each instead of one driver call per array).
+fn copy_many(dev: &CudaDevice, copies: &[(u64, u64, usize)]) -> Result<()> {
+    let k = dev.kernel("ct_copy_many", "ct_copy_many", copy_many_source)?;
+    for chunk in copies.chunks(COPIES_PER_LAUNCH) {
+        let mut c = Copies {
+            n: 0,
+            per_piece: 1,
+            dst: [0; COPIES_PER_LAUNCH],
+            src: [0; COPIES_PER_LAUNCH],
+            bytes: [0; COPIES_PER_LAUNCH],
+        };
+        let mut largest = 0usize;
+        for &(dst, src, bytes) in chunk.iter().filter(|c| c.2 > 0) {
+            let i = c.n as usize;
+            (c.dst[i], c.src[i], c.bytes[i]) = (dst, src, bytes as u64);
+            c.n += 1;
+            largest = largest.max(bytes);
+        }
+        if c.n == 0 {
+            continue;
+        }
+        // enough blocks for the largest piece at 8 bytes a thread, at most 1024 per piece
+        c.per_piece = (largest.div_ceil(8 * 256)).clamp(1, 1024) as u32;
+        let mut params = [&mut c as *mut Copies as *mut std::ffi::c_void];
+        // SAFETY: `ct_copy_many` takes one `ct_copies`, laid out as `Copies` (`#[repr(C)]`,
+        // same field order and types, no padding: 4 + 4 bytes, then 8-byte arrays). Each of the
+        // `n` pieces copies `bytes` bytes between live buffers of this device that hold them
+        // (the callers' guarantee), queued on the device's stream after the work that wrote them.
+        unsafe { dev.launch(k, c.n * c.per_piece, 256, 0, &mut params) }?;
+    }
+    Ok(())
 }
