@@ -828,6 +828,7 @@ fn every_generated_elementwise_kernel_compiles() {
     let index = cuda::index::all_sources();
     assert!(index.len() > 40, "only {} gather and scatter sources", index.len());
     sources.extend(index);
+    sources.extend(cuda::capture::all_sources());
     for arch in [(9, 0)] {
         for (name, src) in &sources {
             let size = cuda::nvrtc::check_compiles(src, name, arch).unwrap_or_else(|e| panic!("{e}\n{src}"));

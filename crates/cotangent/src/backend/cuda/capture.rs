@@ -345,6 +345,11 @@ extern "C" __global__ void ct_copy_many(ct_copies c) {{
     )
 }
 
+/// The copy kernel's source, for compile checks: `(name, source)`.
+pub fn all_sources() -> Vec<(String, String)> {
+    vec![("ct_copy_many".to_string(), copy_many_source())]
+}
+
 /// The parameter block of `ct_copy_many` (laid out as its C struct).
 #[repr(C)]
 struct Copies {
