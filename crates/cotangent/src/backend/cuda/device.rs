@@ -76,7 +76,8 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     arch: (i32, i32),
     sm_count: usize,
-    blas: Mutex<Option<cudarc::cublas::CudaBlas>>,
+    /// The cuBLAS handle and its workspace (address, bytes), made on first use.
+    blas: Mutex<Option<(cudarc::cublas::CudaBlas, sys::CUdeviceptr, usize)>>,
     kernels: Mutex<HashMap<String, Kernel>>,
     pub(crate) alloc: Allocator,
 }
@@ -277,24 +278,36 @@ impl CudaDevice {
             if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
                 return Err(self.error(format!("setting the cuBLAS workspace: {st:?}")));
             }
-            *blas = Some(b);
+            *blas = Some((b, ws, bytes));
         }
         self.bind()?;
-        let handle = blas.as_ref().expect("set above");
+        let &(ref handle, ws, bytes) = blas.as_ref().expect("set above");
         // while this thread captures a graph, the handle queues on the capture's stream (the
         // handle's lock is held meanwhile, so no other thread's call goes there)
         let Some(capture) = super::capture::stream_override(self.ordinal) else { return f(handle) };
         let set_stream = |stream: sys::CUstream| {
-            // SAFETY: the handle is live and locked; both streams belong to this device's context.
-            let st = unsafe { cudarc::cublas::sys::cublasSetStream_v2(*handle.handle(), stream as _) };
+            use cudarc::cublas::sys::{cublasSetStream_v2, cublasSetWorkspace_v2, cublasStatus_t};
+            // SAFETY: the handle is live and locked; both streams belong to this device's
+            // context. Setting the stream resets the handle's workspace to cuBLAS's default
+            // pool, so the device's workspace (live for the process) is set again: a captured
+            // graph uses it too, which is safe because graphs are launched on the device's
+            // stream, ordered with every other use of the handle.
+            let st = unsafe { cublasSetStream_v2(*handle.handle(), stream as _) };
+            let st = match st {
+                cublasStatus_t::CUBLAS_STATUS_SUCCESS => unsafe {
+                    cublasSetWorkspace_v2(*handle.handle(), ws as *mut c_void, bytes)
+                },
+                st => st,
+            };
             match st {
-                cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
-                st => Err(self.error(format!("setting the cuBLAS stream: {st:?}"))),
+                cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
+                st => Err(self.error(format!("setting the cuBLAS stream and workspace: {st:?}"))),
             }
         };
         set_stream(capture)?;
-        let result = f(handle);
+        // back to the device's stream whatever `f` does (a panic is resumed afterwards)
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(handle)));
         set_stream(self.stream.cu_stream())?;
-        result
+        result.unwrap_or_else(|payload| std::panic::resume_unwind(payload))
     }
 }
