@@ -322,8 +322,9 @@ impl CapturedGraph {
 /// The most copies one [`copy_many`] launch carries (its parameter block: 4 + 24 per copy bytes).
 const COPIES_PER_LAUNCH: usize = 64;
 
-/// The source of `ct_copy_many`: block `b` copies piece `b / per_piece`, 8 bytes per thread
-/// and step where both ends are 8-byte aligned, else byte by byte.
+/// The source of `ct_copy_many`: block `b` copies piece `b / per_piece` in a loop over the
+/// piece's blocks, 16 bytes per thread and step where both ends are 16-byte aligned (8 where
+/// they are 8-byte aligned), the tail byte by byte.
 fn copy_many_source() -> String {
     format!(
         r#"
@@ -333,12 +334,20 @@ extern "C" __global__ void ct_copy_many(ct_copies c) {{
   if (p >= c.n) return;
   unsigned long long first = (unsigned long long)(blockIdx.x % c.per_piece) * blockDim.x + threadIdx.x;
   unsigned long long step = (unsigned long long)c.per_piece * blockDim.x;
-  unsigned long long n = c.bytes[p];
+  unsigned long long n = c.bytes[p], done = 0;
   unsigned char* d = (unsigned char*)c.dst[p];
   const unsigned char* s = (const unsigned char*)c.src[p];
-  unsigned long long words = ((c.dst[p] | c.src[p]) & 7) == 0 ? n / 8 : 0;
-  for (unsigned long long i = first; i < words; i += step) ((unsigned long long*)d)[i] = ((const unsigned long long*)s)[i];
-  for (unsigned long long i = words * 8 + first; i < n; i += step) d[i] = s[i];
+  unsigned long long align = c.dst[p] | c.src[p];
+  if ((align & 15) == 0) {{
+    unsigned long long units = n / 16;
+    for (unsigned long long i = first; i < units; i += step) ((uint4*)d)[i] = ((const uint4*)s)[i];
+    done = units * 16;
+  }} else if ((align & 7) == 0) {{
+    unsigned long long units = n / 8;
+    for (unsigned long long i = first; i < units; i += step) ((unsigned long long*)d)[i] = ((const unsigned long long*)s)[i];
+    done = units * 8;
+  }}
+  for (unsigned long long i = done + first; i < n; i += step) d[i] = s[i];
 }}
 "#,
         k = COPIES_PER_LAUNCH
@@ -383,8 +392,8 @@ fn copy_many(dev: &CudaDevice, copies: &[(u64, u64, usize)]) -> Result<()> {
         if c.n == 0 {
             continue;
         }
-        // enough blocks for the largest piece at 8 bytes a thread, at most 1024 per piece
-        c.per_piece = (largest.div_ceil(8 * 256)).clamp(1, 1024) as u32;
+        // blocks enough for the largest piece at about four 16-byte steps a thread
+        c.per_piece = (largest.div_ceil(4 * 16 * 256)).clamp(1, 1024) as u32;
         let mut params = [&mut c as *mut Copies as *mut std::ffi::c_void];
         // SAFETY: `ct_copy_many` takes one `ct_copies`, laid out as `Copies` (`#[repr(C)]`,
         // same field order and types, no padding: 4 + 4 bytes, then 8-byte arrays). Each of the
