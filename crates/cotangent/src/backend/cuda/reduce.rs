@@ -53,6 +53,12 @@ const COLUMN_MAX_SHORT: usize = 32;
 /// thread made four dependent rounds of loads and a `[4096, 512]` bias gradient's pass ran at
 /// ~1.1 TB/s (7.4 µs on an H100, ncu), half the GPU idle behind memory latency.
 const COLUMN_SPLIT: usize = 64;
+/// Columns of at most this many rows fold in one tiled pass (a split of the whole column)
+/// rather than splits of [`COLUMN_SPLIT`] rows and a second pass over their accumulators: each
+/// thread then makes at most two rounds of [`COLUMN_LOADS`] loads, and a small gradient saves a
+/// launch (the bias gradients of a batch-128 MLP step took two kernels each, ~2.5 µs apiece on
+/// an H100, for 256 KB of data).
+const COLUMN_ONE_PASS_ROWS: usize = 2 * COLUMN_SPLIT;
 /// Loads a thread of a column kernel issues before folding them (in order): a fold is a chain
 /// of dependent steps, and one load in flight per thread left the tiled pass of a `[4096, 512]`
 /// bias gradient at ~1 TB/s on an H100 (8.7 µs, ncu).
@@ -322,7 +328,8 @@ extern "C" __global__ void {name}({out_t}* __restrict__ out, const {in_t}* __res
 /// Fold the middle axis of the dense `[outer, r, inner]` array at `x` (dtype `d`) into `outer ×
 /// inner` results. One thread per output walks its whole column when there are enough outputs
 /// to fill the GPU or the column is short; otherwise a tiled pass (`tile_source`) folds every
-/// [`COLUMN_SPLIT`] rows of each column into an accumulator with a block per tile and split, and
+/// [`COLUMN_SPLIT`] rows of each column into an accumulator with a block per tile and split
+/// (columns of up to [`COLUMN_ONE_PASS_ROWS`] rows are one split, folded by that pass alone), and
 /// the `[outer, r / COLUMN_SPLIT, inner]` accumulators are folded the same way, in split order
 /// (deterministic: the order depends on the shape alone). The bias gradient of a `[4096, 512]`
 /// activation takes two tiled kernels: 1024 blocks folding 64 rows each, then 16 blocks folding
@@ -361,7 +368,8 @@ unsafe fn fold_columns(
             }?;
             return Ok(out);
         }
-        let splits = rows.div_ceil(COLUMN_SPLIT);
+        let split = if rows <= COLUMN_ONE_PASS_ROWS { rows } else { COLUMN_SPLIT };
+        let splits = rows.div_ceil(split);
         let last = splits == 1;
         let pass = Fold { out: if last { f.out } else { f.acc }, ..fold_clone(f) };
         let tw = inner.next_power_of_two().min(32) as u32;
@@ -370,7 +378,7 @@ unsafe fn fold_columns(
         let k = dev.kernel(&name, &name, || tile_source(&name, src_dtype, &pass, tw))?;
         let blocks = (outer * splits * inner.div_ceil(tw as usize)) as u64;
         let grid = blocks.min(dev.sm_count() as u64 * 16) as u32;
-        let dims = [outer, rows, inner, COLUMN_SPLIT, splits].map(|v| v as i64);
+        let dims = [outer, rows, inner, split, splits].map(|v| v as i64);
         // SAFETY: the tile kernel takes (out, x, outer, r, inner, split, splits); `out` was just
         // allocated with `outer × splits × inner` elements of the pass's output dtype, and the
         // input is as above.
