@@ -197,10 +197,16 @@ impl Primitive for LogSumExp {
     fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "logsumexp{:?}", self.axes)
     }
-    fn vjp(&self, primals: &[Array], cotangents: &[Array], _argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
-        // d logsumexp / dx = softmax(x)
-        let y = crate::ops::reduce::softmax_axes(&primals[0], self.axes.clone());
-        Ok(vec![&cotangents[0] * y])
+    fn vjp(
+        &self,
+        primals: &[Array],
+        cotangents: &[Array],
+        _argnums: &[usize],
+        outputs: &[Array],
+    ) -> Result<Vec<Array>> {
+        // d logsumexp / dx = softmax(x) = exp(x - logsumexp(x)): element-wise from the output
+        // (kept dims), so it fuses with the cotangent's product and what follows
+        Ok(vec![&cotangents[0] * (&primals[0] - &outputs[0]).exp()])
     }
     fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let y = crate::ops::reduce::softmax_axes(&primals[0], self.axes.clone());
