@@ -142,6 +142,8 @@ pub enum Op<'a> {
     Random(&'a random::RandomSample),
     /// Element-wise primitives run as one kernel (built by `compile`).
     Fused(&'a fused::Fused),
+    /// Independent fused groups of several shapes run as one kernel (built by `compile`).
+    FusedBatch(&'a fused::FusedBatch),
 }
 
 impl fmt::Display for dyn Primitive {

@@ -218,6 +218,66 @@ fn broadcasts_layouts_and_dtypes_match_uncompiled() {
     }
 }
 
+/// Updates of several parameters of different shapes that only the outputs read (an optimizer
+/// step) run as one `fused_batch` node (on CUDA one kernel; a view among its inputs runs group
+/// by group), with the values of the uncompiled updates bit for bit; its gradient, tangents
+/// (only some members' inputs differentiated) and batched values (some members unbatched) are
+/// those of the uncompiled function.
+#[test]
+fn final_updates_of_several_shapes_batch_into_one_node() {
+    fn update(x: &[Array]) -> Vec<Array> {
+        let lr = &x[6];
+        vec![&x[0] - &x[1] * lr, &x[2] - &x[3] * lr, (&x[4] - &x[5] * lr).tanh(), x[1].sum_all() / 4.0]
+    }
+    let ks = ct::random::split_keys(&ct::random::key(11), 6);
+    let shapes: [&[usize]; 6] = [&[3, 4], &[3, 4], &[5], &[5], &[2, 3, 2], &[2, 3, 2]];
+    let mut args: Vec<Array> = ks.iter().zip(shapes).map(|(k, s)| ct::random::normal(k, s, DType::F32)).collect();
+    args.push(Array::scalar(0.125f32));
+    let mut with_view = args.clone();
+    with_view[0] = ct::random::normal(&ks[0], &[4, 3], DType::F32).t();
+    let f = ct::compile(update);
+    for args in [&args, &with_view] {
+        let got = f(args).unwrap();
+        assert!(format!("{:?}", got[0]).contains("fused_batch[fused[multiply, subtract]"), "{:?}", got[0]);
+        for (i, (g, w)) in got.iter().zip(update(args)).enumerate() {
+            assert_eq!(bits(Ok(g.clone())), bits(Ok(w)), "output {i}");
+        }
+    }
+    // reverse mode through the batch's rule
+    let total = |outs: Vec<Array>| outs.iter().map(|o| o.sum_all()).reduce(|a, b| a + b).unwrap();
+    let fc = f.clone();
+    let got = ct::grad(move |x: &[Array]| fc(x).map(total))(&args).unwrap();
+    let want = ct::grad(move |x: &[Array]| total(update(x)))(&args).unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (g, w) = (values(g), values(w));
+        let tol = regrouping_tolerance(DType::F32);
+        assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= tol * (1.0 + b.abs())), "grad {i}: {g:?} vs {w:?}");
+    }
+    // forward mode with only the first member's parameter varying: the others' tangents are zero
+    let rest = args[1..].to_vec();
+    let (fc, rest2) = (f.clone(), rest.clone());
+    let t = ct::random::normal(&ct::random::key(12), &[3, 4], DType::F32);
+    let with = move |r: &[Array], x: &Array| [&[x.clone()][..], r].concat();
+    let (w2, r2) = (with.clone(), rest.clone());
+    let (_, got) = ct::jvp(move |x: &[Array]| fc(&w2(&rest2, &x[0])).unwrap(), &args[..1], &[t.clone()]).unwrap();
+    let (_, want) = ct::jvp(move |x: &[Array]| update(&with(&r2, &x[0])), &args[..1], &[t]).unwrap();
+    assert_eq!(got.len(), 4);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(bits(Ok(g.clone())), bits(Ok(w.clone())), "tangent {i}");
+    }
+    // batched over the first member's inputs only
+    let mut stacked = args.clone();
+    stacked[0] = ct::random::normal(&ks[0], &[2, 3, 4], DType::F32);
+    stacked[1] = ct::random::normal(&ks[1], &[2, 3, 4], DType::F32);
+    let axes = [Some(0), Some(0), None, None, None, None, None];
+    let out_axes = [Some(0); 4];
+    let got = ct::vmap(ct::compile(update), &axes, &out_axes)(&stacked).unwrap();
+    let want = ct::vmap(update, &axes, &out_axes)(&stacked).unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(bits(Ok(g.clone())), bits(Ok(w.clone())), "batched output {i}");
+    }
+}
+
 #[test]
 fn common_subexpressions_merge_and_no_ops_vanish() {
     let f = ct::compile(|x: &[Array]| {

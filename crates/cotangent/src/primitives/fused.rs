@@ -465,6 +465,150 @@ impl Primitive for Fused {
     }
 }
 
+/// Independent [`Fused`] groups, each of its own shape, evaluated as one node: built by
+/// [`compile`](crate::compile) for the groups at the end of a CUDA program that only the
+/// program's outputs read (an optimizer's updates of several parameters), so that they run as
+/// one kernel instead of one per parameter shape.
+///
+/// The node's inputs are the members' inputs one member after another, and its outputs their
+/// exports in the same order. Each member computes exactly what it computes alone, so results
+/// do not change; the rules are the members' rules, applied member by member.
+#[derive(Clone, Debug)]
+pub struct FusedBatch {
+    inner: Arc<BatchBody>,
+}
+
+#[derive(Debug)]
+struct BatchBody {
+    members: Vec<BatchMember>,
+    /// The CUDA kernels made for this batch (see [`Fused::cuda_kernels`]).
+    #[cfg(feature = "cuda")]
+    cuda_kernels: std::sync::Mutex<Vec<crate::backend::cuda::fused::GroupKernel>>,
+}
+
+/// One group of a [`FusedBatch`]: the group, its shape, and where its inputs and outputs sit
+/// among the batch's.
+#[derive(Clone, Debug)]
+pub(crate) struct BatchMember {
+    /// The group.
+    pub(crate) group: Fused,
+    /// The shape of every step of the group.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) shape: crate::Shape,
+    /// The batch's inputs this member reads.
+    pub(crate) inputs: std::ops::Range<usize>,
+    /// The batch's outputs this member computes.
+    pub(crate) outputs: std::ops::Range<usize>,
+}
+
+impl FusedBatch {
+    /// A batch of `groups` (each with its shape and its number of inputs), in output order.
+    pub(crate) fn new(groups: Vec<(Fused, crate::Shape, usize)>) -> FusedBatch {
+        let (mut i, mut o) = (0, 0);
+        let members = groups
+            .into_iter()
+            .map(|(group, shape, n_inputs)| {
+                let n_outputs = group.exports().len();
+                let m = BatchMember { group, shape, inputs: i..i + n_inputs, outputs: o..o + n_outputs };
+                (i, o) = (i + n_inputs, o + n_outputs);
+                m
+            })
+            .collect();
+        FusedBatch {
+            inner: Arc::new(BatchBody {
+                members,
+                #[cfg(feature = "cuda")]
+                cuda_kernels: Default::default(),
+            }),
+        }
+    }
+
+    /// The groups, in output order.
+    pub(crate) fn members(&self) -> &[BatchMember] {
+        &self.inner.members
+    }
+
+    /// The CUDA kernels made for this batch so far (see `backend::cuda::fused`).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_kernels(&self) -> &std::sync::Mutex<Vec<crate::backend::cuda::fused::GroupKernel>> {
+        &self.inner.cuda_kernels
+    }
+}
+
+impl Primitive for FusedBatch {
+    fn name(&self) -> &str {
+        "fused_batch"
+    }
+
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fused_batch[")?;
+        for (i, m) in self.inner.members.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            m.group.describe(f)?;
+        }
+        write!(f, "]")
+    }
+
+    fn op(&self) -> Op<'_> {
+        Op::FusedBatch(self)
+    }
+
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        let mut grads: Vec<Option<Array>> = vec![None; primals.len()];
+        for m in self.members() {
+            let local: Vec<usize> =
+                argnums.iter().filter(|&&a| m.inputs.contains(&a)).map(|&a| a - m.inputs.start).collect();
+            if local.is_empty() {
+                continue;
+            }
+            let (ins, outs) = (m.inputs.clone(), m.outputs.clone());
+            let g = m.group.vjp(&primals[ins], &cotangents[outs.clone()], &local, &outputs[outs])?;
+            for (a, g) in local.into_iter().zip(g) {
+                grads[m.inputs.start + a] = Some(g);
+            }
+        }
+        Ok(argnums.iter().map(|&a| grads[a].take().expect("every member input asked for has a gradient")).collect())
+    }
+
+    fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        let mut out = Vec::with_capacity(outputs.len());
+        for m in self.members() {
+            let (local, ts): (Vec<usize>, Vec<Array>) = argnums
+                .iter()
+                .zip(tangents)
+                .filter(|(a, _)| m.inputs.contains(a))
+                .map(|(&a, t)| (a - m.inputs.start, t.clone()))
+                .unzip();
+            if local.is_empty() {
+                out.extend(outputs[m.outputs.clone()].iter().map(crate::ops::zeros_like));
+                continue;
+            }
+            out.extend(m.group.jvp(&primals[m.inputs.clone()], &ts, &local, &outputs[m.outputs.clone()])?);
+        }
+        Ok(out)
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
+        let (mut outs, mut out_axes) = (Vec::new(), Vec::new());
+        for m in self.members() {
+            let (ins, ax) = (&inputs[m.inputs.clone()], &axes[m.inputs.clone()]);
+            if ax.iter().all(Option::is_none) {
+                // a member reading no batched input computes unbatched values
+                let o = m.group.expand(ins);
+                out_axes.extend(std::iter::repeat_n(None, o.len()));
+                outs.extend(o);
+                continue;
+            }
+            let (o, a) = m.group.vmap(ins, ax)?;
+            outs.extend(o);
+            out_axes.extend(a);
+        }
+        Ok((outs, out_axes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::primitive::Op;

@@ -54,7 +54,7 @@ use crate::array::{Origin, TraceGuard, TraceToken};
 use crate::backend::Device;
 use crate::graph::{topo_order, IdMap};
 use crate::primitive::{Op, Primitive, Spec};
-use crate::primitives::fused::{Fused, FusedArg, FusedStep};
+use crate::primitives::fused::{Fused, FusedArg, FusedBatch, FusedStep};
 use crate::transforms::IntoOutputs;
 use crate::{Array, DType, Error, Result, Shape};
 use smallvec::SmallVec;
@@ -69,6 +69,10 @@ use std::sync::{Arc, RwLock};
 /// backward steps read): the kernel takes its pointers as launch parameters, up to 32,000 bytes
 /// (see `backend::cuda::fused`), so such groups still run as one kernel.
 const MAX_GPU_GROUP_STEPS: usize = 256;
+
+/// The most pointers and group ends one [`FusedBatch`] takes (its kernel's parameters: 8 bytes
+/// each, well inside the 32,000 bytes `backend::cuda::fused` allows).
+const MAX_BATCH_POINTERS: usize = 3_000;
 
 /// Compile `f`: the returned function traces `f` on its first call for each input signature
 /// (shapes, dtypes, devices), simplifies and fuses the traced graph, caches it, and replays it
@@ -256,6 +260,7 @@ impl Program {
         let mut program = Program::record(signature, &stand_ins, &outputs);
         program.simplify();
         program.fuse();
+        program.batch_final_groups();
         Ok(program)
     }
 
@@ -561,6 +566,110 @@ impl Program {
             }
         }
         self.outputs = self.outputs.iter().map(|&r| map(&new_ref, r)).collect();
+    }
+
+    /// The element-wise steps and fused groups that no step reads (only the outputs do: an
+    /// optimizer's updates of several parameters), whose every input has the step's shape or one
+    /// element, become one [`FusedBatch`] at the end of the program: on CUDA one kernel for all
+    /// of them instead of one per shape (see `backend::cuda::fused::batch`); elsewhere each group
+    /// runs as before. At most [`MAX_BATCH_POINTERS`] pointers go into one batch.
+    fn batch_final_groups(&mut self) {
+        let n = self.steps.len();
+        let mut read = vec![false; n];
+        for step in &self.steps {
+            for r in &step.inputs {
+                if let Ref::Step(t, _) = *r {
+                    read[t] = true;
+                }
+            }
+        }
+        let Some(device) = self.steps.last().map(|s| s.device) else { return };
+        let batchable = |s: usize| {
+            let step = &self.steps[s];
+            let flat = step.inputs.iter().all(|&r| {
+                let shape = self.spec(r).shape;
+                shape == step.specs[0].shape || crate::shape::numel(&shape) == 1
+            });
+            let element_wise = matches!(step.prim.op(), Op::Fused(_)) || self.is_fusable(step);
+            !read[s] && step.device == device && element_wise && flat && !step.inputs.is_empty()
+        };
+        let members: Vec<usize> = (0..n).filter(|&s| batchable(s)).collect();
+        if members.len() < 2 {
+            return;
+        }
+        // the other steps keep their order; the batches go last
+        let mut new_index = vec![usize::MAX; n];
+        let mut steps = Vec::with_capacity(n - members.len() + 1);
+        let old = std::mem::take(&mut self.steps);
+        let is_member: Vec<bool> = (0..n).map(|s| members.binary_search(&s).is_ok()).collect();
+        for (s, step) in old.iter().enumerate() {
+            if !is_member[s] {
+                new_index[s] = steps.len();
+                steps.push(step.clone());
+            }
+        }
+        let renumber = |r: Ref| match r {
+            Ref::Step(s, o) => Ref::Step(new_index[s], o),
+            r => r,
+        };
+        for step in &mut steps {
+            step.inputs = step.inputs.iter().map(|&r| renumber(r)).collect();
+        }
+        // where each member's outputs went: (batch step, first output)
+        let mut moved: IdMap<usize, (usize, usize)> = IdMap::default();
+        let mut chunk: Vec<usize> = Vec::new();
+        let mut pointers = 0;
+        let flush = |chunk: &mut Vec<usize>, steps: &mut Vec<Step>, moved: &mut IdMap<usize, (usize, usize)>| {
+            if chunk.is_empty() {
+                return;
+            }
+            let at = steps.len();
+            let (mut groups, mut inputs, mut specs) = (Vec::new(), SmallVec::new(), SmallVec::new());
+            for &s in chunk.iter() {
+                let step = &old[s];
+                let group = match step.prim.op() {
+                    Op::Fused(g) => g.clone(),
+                    _ => Fused::new(
+                        vec![FusedStep {
+                            prim: step.prim.clone(),
+                            args: (0..step.inputs.len()).map(FusedArg::Input).collect(),
+                            spec: step.specs[0].clone(),
+                            origin: step.origin,
+                        }],
+                        vec![0],
+                    ),
+                };
+                moved.insert(s, (at, specs.len()));
+                groups.push((group, step.specs[0].shape.clone(), step.inputs.len()));
+                inputs.extend(step.inputs.iter().map(|&r| renumber(r)));
+                specs.extend(step.specs.iter().cloned());
+            }
+            let origin = old[chunk[0]].origin;
+            steps.push(Step { prim: Arc::new(FusedBatch::new(groups)), inputs, specs, device, origin });
+            chunk.clear();
+        };
+        for &s in &members {
+            let size = old[s].inputs.len() + old[s].specs.len() + 1;
+            if pointers + size > MAX_BATCH_POINTERS {
+                flush(&mut chunk, &mut steps, &mut moved);
+                pointers = 0;
+            }
+            chunk.push(s);
+            pointers += size;
+        }
+        flush(&mut chunk, &mut steps, &mut moved);
+        self.outputs = self
+            .outputs
+            .iter()
+            .map(|&r| match r {
+                Ref::Step(s, o) => match moved.get(&s) {
+                    Some(&(at, first)) => Ref::Step(at, first + o),
+                    None => Ref::Step(new_index[s], o),
+                },
+                r => r,
+            })
+            .collect();
+        self.steps = steps;
     }
 
     /// Whether `step` may join a fused group: one output of an element-wise op that its

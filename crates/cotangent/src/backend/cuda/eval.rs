@@ -189,6 +189,7 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
         // a permutation sorts random keys: the CPU does it
         // one generated kernel per group (the host runs groups of more inputs than it takes)
         Op::Fused(g) => fused::fused(g, inputs, out_shape()),
+        Op::FusedBatch(b) => fused::batch(b, inputs),
         Op::Random(r) if matches!(r.dist, crate::primitives::random::Dist::Permutation(_)) => Ok(None),
         Op::Random(r) => {
             let k = &inputs[0];

@@ -17,7 +17,7 @@ use super::elementwise::{self, binary_snippet, class, launch_map, map_source_unr
 use super::storage::CudaData;
 use crate::backend::cpu::elementwise::broadcast_strides;
 use crate::primitive::Op;
-use crate::primitives::fused::{Fused, FusedArg};
+use crate::primitives::fused::{Fused, FusedArg, FusedBatch};
 use crate::{Array, DType, Result};
 use std::fmt::Write;
 
@@ -93,11 +93,11 @@ fn key(group: &Fused, input_dtypes: &[DType]) -> Option<String> {
     Some(k)
 }
 
-/// The kernel source of `group`: a namespace `s{j}` per unary/binary step holding its op
-/// snippet (with that step's dtype macros), then a body that computes every step in order.
-fn source(group: &Fused, input_dtypes: &[DType], name: &str) -> String {
-    let mut header = codegen::saturating_casts();
-    let mut body = String::new();
+/// The code of `group`'s steps: a header holding a namespace `{ns}s{j}` per unary/binary step
+/// (its op snippet, with that step's dtype macros) and a body that computes every step in
+/// order as `v{j}`, reading input `i` as `@i@` (its stored value).
+fn steps_code(group: &Fused, input_dtypes: &[DType], ns: &str) -> (String, String) {
+    let (mut header, mut body) = (String::new(), String::new());
     for (j, step) in group.steps().iter().enumerate() {
         let out = step.spec.dtype;
         // the dtype the op computes on: its value operands' (for select, the last two)
@@ -112,20 +112,27 @@ fn source(group: &Fused, input_dtypes: &[DType], name: &str) -> String {
                 };
                 let _ = write!(
                     header,
-                    "#undef IS_SIGNED\n#undef F\n#undef CT_NAN\n#undef CT_INF\nnamespace s{j} {{\n{}typedef {} R;\n\
+                    "#undef IS_SIGNED\n#undef F\n#undef CT_NAN\n#undef CT_INF\nnamespace {ns}s{j} {{\n{}typedef {} R;\n\
                      __device__ __forceinline__ R op({params}) {{ {} }}\n}}\n",
                     codegen::generic_header(operand),
                     codegen::compute(out),
                     snippet.expect("checked by key()"),
                 );
                 let args: Vec<String> = step.args.iter().map(|&a| load(a)).collect();
-                codegen::store(out, &format!("s{j}::op({})", args.join(", ")))
+                codegen::store(out, &format!("{ns}s{j}::op({})", args.join(", ")))
             }
             Op::Cast(to) => codegen::cast_expr(operand, to, &load(step.args[0])),
             _ => format!("({} ? {} : {})", load(step.args[0]), arg_value(step.args[1]), arg_value(step.args[2])),
         };
         let _ = write!(body, "const {} v{j} = {value}; ", codegen::storage(out));
     }
+    (header, body)
+}
+
+/// The kernel source of `group`: its steps (see [`steps_code`]), then one store per export.
+fn source(group: &Fused, input_dtypes: &[DType], name: &str) -> String {
+    let (steps_header, mut body) = steps_code(group, input_dtypes, "");
+    let header = codegen::saturating_casts() + &steps_header;
     let mut outs = Vec::new();
     for (e, &j) in group.exports().iter().enumerate() {
         let t = codegen::storage(group.steps()[j].spec.dtype);
@@ -198,6 +205,128 @@ pub(crate) fn fused(group: &Fused, inputs: &[Array], shape: &[usize]) -> Result<
     Ok(Some(outs))
 }
 
+/// Evaluates the groups of `batch` in one kernel when every input is dense with its group's
+/// shape or a single element (the case `compile` builds batches for: parameters, their
+/// gradients, a learning rate): thread `t` of the launch computes element `t - start` of the
+/// group whose range of the concatenated elements holds `t`. Other inputs (views, broadcasts)
+/// run group by group. `Ok(None)` when a group has no kernel for its dtypes (the caller runs the
+/// batch on the host).
+pub(crate) fn batch(batch: &FusedBatch, inputs: &[Array]) -> Result<Option<Vec<CudaData>>> {
+    let members = batch.members();
+    let data: Vec<&CudaData> = inputs.iter().map(super::eval::data).collect::<Result<_>>()?;
+    // per input: whether it is read as one element (else it is dense with its group's shape)
+    let scalar: Option<Vec<bool>> = members
+        .iter()
+        .flat_map(|m| m.inputs.clone().map(move |k| (m, k)))
+        .map(|(m, k)| {
+            let shape = inputs[k].shape();
+            if crate::shape::numel(shape) == 1 {
+                Some(true)
+            } else {
+                (shape == &m.shape[..] && data[k].is_contiguous(shape)).then_some(false)
+            }
+        })
+        .collect();
+    let n_outputs: usize = members.iter().map(|m| m.outputs.len()).sum();
+    let one_kernel = scalar.filter(|_| {
+        members.iter().all(|m| !m.inputs.is_empty())
+            && 8 * (inputs.len() + n_outputs + members.len()) <= MAX_PARAM_BYTES
+    });
+    let Some(scalar) = one_kernel else {
+        let mut outs = Vec::with_capacity(n_outputs);
+        for m in members {
+            match fused(&m.group, &inputs[m.inputs.clone()], &m.shape)? {
+                Some(o) => outs.extend(o),
+                None => return Ok(None),
+            }
+        }
+        return Ok(Some(outs));
+    };
+    let dev = same_device("fused_batch", &data)?;
+    let input_dtypes: Vec<DType> = data.iter().map(|d| d.dtype).collect();
+    let cached = {
+        let made = batch.cuda_kernels().lock().unwrap_or_else(|e| e.into_inner());
+        made.iter().find(|g| g.ordinal == dev.ordinal() && g.input_dtypes == input_dtypes).map(|g| g.kernel)
+    };
+    let k = match cached {
+        Some(k) => k,
+        None => {
+            let mut key = String::from("ct_fused_batch:");
+            for m in members {
+                let Some(k) = self::key(&m.group, &input_dtypes[m.inputs.clone()]) else { return Ok(None) };
+                let flags: String = scalar[m.inputs.clone()].iter().map(|&s| if s { '1' } else { '0' }).collect();
+                let _ = write!(key, "{{{k}|scalar{flags}}}");
+            }
+            let name = format!("ct_fused_batch_{:016x}", fnv64(&key));
+            let kernel = dev.kernel(&key, &name, || batch_source(batch, &input_dtypes, &scalar, &name))?;
+            let made = GroupKernel { ordinal: dev.ordinal(), input_dtypes: input_dtypes.clone(), kernel };
+            batch.cuda_kernels().lock().unwrap_or_else(|e| e.into_inner()).push(made);
+            kernel
+        }
+    };
+    let mut outs = Vec::with_capacity(n_outputs);
+    let mut ends: Vec<i64> = Vec::with_capacity(members.len());
+    for m in members {
+        for &j in m.group.exports() {
+            outs.push(CudaData::empty(dev, m.group.steps()[j].spec.dtype, &m.shape)?);
+        }
+        ends.push(ends.last().copied().unwrap_or(0) + crate::shape::numel(&m.shape) as i64);
+    }
+    let total = *ends.last().expect("a batch has members") as u64;
+    if total == 0 {
+        return Ok(Some(outs));
+    }
+    let mut ptrs: Vec<u64> = outs.iter().map(|o| o.ptr()).chain(data.iter().map(|d| d.ptr())).collect();
+    let mut params: Vec<*mut std::ffi::c_void> = ptrs.iter_mut().map(|p| p as *mut u64 as *mut _).collect();
+    params.extend(ends.iter_mut().map(|e| e as *mut i64 as *mut std::ffi::c_void));
+    const BLOCK: u32 = 256;
+    // SAFETY: `k` was generated for this batch's outputs, inputs and dtypes and takes one pointer
+    // per output and input, then one `i64` end per group, in that order; every input was checked
+    // above to be dense with its group's shape (or read at element 0 only), every output is a
+    // fresh dense buffer of its group's shape, and the ends are the running element counts.
+    unsafe { dev.launch(k, dev.grid_for(total, BLOCK), BLOCK, 0, &mut params) }?;
+    Ok(Some(outs))
+}
+
+/// The kernel source of `batch` (see [`batch`]): each group's steps in a namespace of its own,
+/// and a grid-stride loop over the concatenated elements that runs the group owning each one.
+fn batch_source(batch: &FusedBatch, input_dtypes: &[DType], scalar: &[bool], name: &str) -> String {
+    let mut header = codegen::saturating_casts();
+    let (mut params, mut loop_body) = (Vec::new(), String::new());
+    let mut n_out = 0;
+    for m in batch.members() {
+        for &j in m.group.exports() {
+            params.push(format!("{}* __restrict__ o{n_out}", codegen::storage(m.group.steps()[j].spec.dtype)));
+            n_out += 1;
+        }
+    }
+    for (k, &d) in input_dtypes.iter().enumerate() {
+        params.push(format!("const {}* __restrict__ a{k}", codegen::storage(d)));
+    }
+    for g in 0..batch.members().len() {
+        params.push(format!("const i64 e{g}"));
+    }
+    for (g, m) in batch.members().iter().enumerate() {
+        let (steps_header, mut body) = steps_code(&m.group, &input_dtypes[m.inputs.clone()], &format!("g{g}"));
+        header.push_str(&steps_header);
+        for (local, k) in m.inputs.clone().enumerate() {
+            let at = if scalar[k] { "0" } else { "i" };
+            body = body.replace(&format!("@{local}@"), &format!("a{k}[{at}]"));
+        }
+        for (e, &j) in m.group.exports().iter().enumerate() {
+            let _ = write!(body, "o{}[i] = v{j}; ", m.outputs.start + e);
+        }
+        let start = if g == 0 { "0".to_string() } else { format!("e{}", g - 1) };
+        let branch = if g == 0 { "if" } else { "else if" };
+        let _ = write!(loop_body, "    {branch} (t < e{g}) {{ const i64 i = t - {start}; {body}}}\n");
+    }
+    let last = batch.members().len() - 1;
+    format!(
+        "{PRELUDE}\n{header}\nextern \"C\" __global__ void {name}({}) {{\n  CT_LOOP(t, e{last}) {{\n{loop_body}  }}\n}}\n",
+        params.join(", ")
+    )
+}
+
 /// A kernel made for a [`Fused`] group, kept with the group (`Fused::cuda_kernels`): the
 /// device it was loaded on and the input dtypes it was generated for.
 #[derive(Debug)]
@@ -250,6 +379,46 @@ mod tests {
         }
         // all three outputs come from one group
         assert!(keys.windows(2).all(|w| w[0] == w[1]), "{keys:?}");
+    }
+
+    /// The batch `compile` builds from the final updates of several shapes and dtypes (float,
+    /// half, integer, a boolean export, a scalar learning rate) generates a kernel that NVRTC
+    /// compiles for sm_90, with one branch per group and scalars read at element 0.
+    #[test]
+    fn generated_batch_kernels_compile() {
+        let f = crate::compile(|x: &[Array]| {
+            let lr = &x[4];
+            vec![
+                &x[0] - &x[0].sin() * lr,
+                (&x[1].astype(DType::F32) * lr).astype(DType::F16).tanh(),
+                (&x[2] * 3i32) % 5i32,
+                x[3].greater(lr),
+            ]
+        });
+        let args = [
+            Array::from_slice(&[0.5f32; 6], &[2, 3]),
+            Array::from_slice(&[0.25f32; 4], &[4]).astype(DType::F16),
+            Array::from_slice(&[7i32; 5], &[5]),
+            Array::from_slice(&[0.1f32; 8], &[2, 2, 2]),
+            Array::scalar(0.01f32),
+        ];
+        let outs = f(&args).expect("traced");
+        let Some(Op::FusedBatch(batch)) = outs[0].node.primitive().map(|p| p.op()) else {
+            panic!("{:?} is not a batch", outs[0]);
+        };
+        assert_eq!(batch.members().len(), 4, "{:?}", outs[0]);
+        let inputs = outs[0].node.inputs();
+        let dtypes: Vec<DType> = inputs.iter().map(|x| x.dtype()).collect();
+        let scalar: Vec<bool> = inputs.iter().map(|x| x.size() == 1).collect();
+        assert!(scalar.iter().any(|&s| s) && !scalar.iter().all(|&s| s), "{scalar:?}");
+        let src = batch_source(batch, &dtypes, &scalar, "ct_fused_batch_check");
+        assert_eq!(src.matches("(t < e").count(), 4, "{src}");
+        assert!(src.contains("g3s0::op"), "{src}");
+        if nvrtc::available() {
+            let size =
+                nvrtc::check_compiles(&src, "ct_fused_batch_check", (9, 0)).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            assert!(size > 0);
+        }
     }
 
     /// A group of 245 steps reading 99 inputs and exporting 147 values (more pointers than the

@@ -597,3 +597,25 @@ impl CpuKernel for Fused {
         eval_group(self, &inputs, donated, outputs)
     }
 }
+
+/// Each member of the batch as the group it is (a batch runs as one kernel only on CUDA).
+impl CpuKernel for crate::primitives::fused::FusedBatch {
+    fn eval(&self, inputs: &[Array], outputs: &[Spec]) -> Result<Vec<Data>> {
+        let mut out = Vec::with_capacity(outputs.len());
+        for m in self.members() {
+            out.extend(m.group.eval(&inputs[m.inputs.clone()], &outputs[m.outputs.clone()])?);
+        }
+        Ok(out)
+    }
+
+    /// Each member with its own inputs handed over (so its outputs may take their buffers).
+    fn eval_owned(&self, inputs: Vec<Array>, outputs: &[Spec]) -> Result<Vec<Data>> {
+        let mut out = Vec::with_capacity(outputs.len());
+        let mut inputs = inputs.into_iter();
+        for m in self.members() {
+            let mine: Vec<Array> = inputs.by_ref().take(m.inputs.len()).collect();
+            out.extend(m.group.eval_owned(mine, &outputs[m.outputs.clone()])?);
+        }
+        Ok(out)
+    }
+}

@@ -72,6 +72,7 @@ macro_rules! with_kernel {
             Op::ScatterSlices($k) => $call,
             Op::Random($k) => $call,
             Op::Fused($k) => $call,
+            Op::FusedBatch($k) => $call,
             op @ (Op::PassThrough { .. } | Op::Call(_) | Op::ToDevice(_)) => {
                 Err(Error::Eval(format!("{op:?} is evaluated by the graph, not by a backend")))
             }
