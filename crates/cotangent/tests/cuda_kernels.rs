@@ -923,7 +923,8 @@ fn host_values(arrays: &[Array]) -> Vec<Vec<f32>> {
 /// second time, and launches the graph from then on. The graph computes what the step-by-step
 /// replay computes, bit for bit on the same arguments, and what the uncompiled step computes
 /// (within f32 rounding) on new ones; the graph's private copies of the arguments never leak
-/// into later results; calls from two threads at once get their own results; labels the graph
+/// into later results; a view argument is copied dense and launches the graph too; calls from
+/// two threads at once get their own results; labels the graph
 /// cannot trust (computed on the device, or out of range) make the call replay step by step,
 /// with the index check and its error.
 #[test]
@@ -941,6 +942,13 @@ fn compiled_calls_run_as_cuda_graphs() {
     let captured = host_values(&step(&args).expect("second call"));
     assert_eq!(launches(), before + 1, "the second call runs as a graph");
     assert_eq!(captured, replayed, "the graph computes the replay's values bit for bit");
+    // an argument that is a view (the batch as a transpose of its transpose) is copied dense and
+    // launches the same graph
+    let mut viewed = args.clone();
+    viewed[4] = (args[4].t() * 1.0f32).t();
+    let before = launches();
+    assert_eq!(host_values(&step(&viewed).expect("view argument")), replayed, "a view argument");
+    assert_eq!(launches(), before + 1, "a view argument runs as a graph");
 
     // a training run: every call launches the graph and follows the uncompiled step
     let (mut params, mut eager_params) = (mlp_parameters(2), mlp_parameters(2));

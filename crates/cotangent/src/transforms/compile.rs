@@ -23,6 +23,11 @@
 //!    rounding as the step's own kernel. Either way results are bit-identical to uncompiled
 //!    ones. A group is placed where its first step was, so every value it reads from outside
 //!    must be computed before that step; steps that would break this start a new group.
+//! 5. **Final groups batch**: the groups and element-wise steps that only the outputs read (an
+//!    optimizer's updates of parameters of several shapes), each reading inputs of its own shape
+//!    or single elements, become one [`FusedBatch`] node at the end of the program. CUDA runs it
+//!    as one kernel whose threads are split among the groups; the CPU runs the groups one after
+//!    another. Each group computes what it computed alone.
 //!
 //! A call replays the program: one node per step, built without shape inference, broadcasting
 //! checks or dtype promotion (all done at trace time), on the caller's arrays. The replayed
@@ -44,9 +49,9 @@
 //! time, captures the replay as a CUDA graph the second time (`backend::cuda::capture`), and
 //! from then on copies the arguments into the graph's input buffers, launches the graph (one
 //! driver call) and copies its outputs out. The graph runs the kernels the step-by-step replay
-//! runs, on the same values, so results are identical. A call the graph cannot take (arguments
-//! that are views rather than dense arrays, indices not known to be in range) replays step by
-//! step; a program whose capture fails three times (it reads values back to the host, say)
+//! runs, on the same values, so results are identical. An argument that is a view (a
+//! transpose, a broadcast) is copied dense first. A call the graph cannot take (indices not
+//! known to be in range) replays step by step; a program whose capture fails three times (it reads values back to the host, say)
 //! stops trying. `COTANGENT_CUDA_GRAPHS=0` turns capture off. Transforms of such a call
 //! (`grad` of a compiled function called outside it) see the lazy node's rules, which replay
 //! the program step by step.
@@ -90,8 +95,10 @@ const MAX_BATCH_POINTERS: usize = 3_000;
 /// transposes go; common subexpressions merge; steps no output needs go; arrays that do not
 /// depend on the inputs become constants, computed once; and on the CPU, runs of element-wise
 /// steps of one shape become one fused node, evaluated tile by tile with the uncompiled
-/// kernels (so results are bit-identical). On CUDA a group is one generated kernel, and from
-/// the second call on a call's steps run as one captured CUDA graph (see the module docs).
+/// kernels (so results are bit-identical). On CUDA a group is one generated kernel, the groups
+/// that only the outputs read (an optimizer's updates of parameters of several shapes) share
+/// one kernel, and from the second call on a call's steps run as one captured CUDA graph (see
+/// the module docs).
 ///
 /// ```
 /// use cotangent::{self as ct, Array};
@@ -736,26 +743,32 @@ impl Program {
         .then_some(ordinal)
     }
 
-    /// The body of a graph call (see [`call`](Self::call)): on computed dense arrays of the
-    /// device, the captured graph's results; otherwise (transforms calling the body on traced
-    /// arrays, views, a capture that failed) the replayed nodes.
+    /// The body of a graph call (see [`call`](Self::call)): on computed arrays of the device
+    /// (views copied dense), the captured graph's results; otherwise (transforms calling the
+    /// body on traced arrays, a capture that failed) the replayed nodes.
     #[cfg(feature = "cuda")]
     fn run_graph(&self, ordinal: usize, xs: &[Array]) -> Result<Vec<Array>> {
         use crate::backend::cuda::capture::{capturing_any, CapturedGraph};
         use crate::backend::Storage;
+        if capturing_any() {
+            return Ok(self.replay(xs));
+        }
+        // a view (a transpose, a broadcast) is copied dense first: one copy kernel, where a
+        // step-by-step replay would cost a launch per step
         let dense: Option<Vec<(crate::backend::cuda::CudaData, Vec<usize>)>> = xs
             .iter()
             .map(|x| match x.node.data.get() {
                 Some(Ok(outs)) => match &outs[x.index] {
-                    Storage::Cuda(d) if d.device().ordinal() == ordinal && d.is_contiguous(x.shape()) => {
-                        Some((d.clone(), x.shape().to_vec()))
+                    Storage::Cuda(d) if d.device().ordinal() == ordinal => {
+                        let d = crate::backend::cuda::elementwise::to_contiguous(d, x.shape()).ok()?;
+                        Some((d, x.shape().to_vec()))
                     }
                     _ => None,
                 },
                 _ => None,
             })
             .collect();
-        let Some(dense) = dense.filter(|_| !capturing_any()) else { return Ok(self.replay(xs)) };
+        let Some(dense) = dense else { return Ok(self.replay(xs)) };
         let wrap = |outs: Vec<crate::backend::cuda::CudaData>| {
             outs.into_iter()
                 .zip(&self.outputs)
