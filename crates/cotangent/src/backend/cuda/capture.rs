@@ -201,18 +201,6 @@ pub(crate) struct CapturedGraph {
     index_bounds: Vec<(usize, DType, i64)>,
 }
 
-/// Copy the dense `src` into the dense `dst` (same byte length) on the device's stream.
-fn copy_dense(dev: &CudaDevice, dst: &CudaData, src: &CudaData, bytes: usize) -> Result<()> {
-    if bytes == 0 {
-        return Ok(());
-    }
-    // SAFETY: both views are dense with `bytes` bytes from their first element inside their
-    // buffers (checked by the callers: same shape and dtype, contiguous), both buffers are live on
-    // this device, and the copy is queued on the device's stream after the work that wrote `src`.
-    unsafe { dr::memcpy_dtod_async(dst.ptr(), src.ptr(), bytes, dev.main_stream()) }
-        .map_err(|e| dev.error(format!("copying {bytes} bytes for a graph launch: {e}")))
-}
-
 /// The byte length of a dense array of `shape` and `dtype`.
 fn dense_bytes(shape: &[usize], dtype: DType) -> usize {
     crate::shape::numel(shape) * dtype.size_of()
@@ -231,14 +219,17 @@ impl CapturedGraph {
             return Err(dev.error("a graph capture inside another one"));
         }
         let mut inputs = Vec::with_capacity(args.len());
+        let mut copies = Vec::with_capacity(args.len());
         for (a, shape) in args {
             let s = CudaData::empty(dev, a.dtype, shape)?;
             if let Some((lo, hi)) = a.buf.int_range(a.dtype) {
                 s.buf.set_int_range(a.dtype, lo, hi);
             }
-            copy_dense(dev, &s, a, dense_bytes(shape, a.dtype))?;
+            copies.push((s.ptr(), a.ptr(), dense_bytes(shape, a.dtype)));
             inputs.push((s, shape.clone()));
         }
+        // the same batched copy as every launch's (the arguments are dense, checked by the caller)
+        copy_many(dev, &copies)?;
         let stream = dev.new_stream()?;
         let arena = Arc::new(Arena { dev: dev.clone(), blocks: Mutex::new(Vec::new()) });
         let guard = CaptureGuard::begin(dev, stream, arena)?;
