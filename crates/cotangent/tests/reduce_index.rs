@@ -757,6 +757,55 @@ fn index_grads() {
     check_grads("take_along_axis", move |x| x[0].take_along_axis(&i2, 1), &[x.clone()]);
     let ib = Array::from_slice(&[2i64, 0, 4], &[1, 3]); // broadcast over axis 0
     check_grads("take_along_axis broadcast", move |x| x[0].take_along_axis(&ib, -1), &[x.clone()]);
+    // one index per row (a cross-entropy's picked logits): the cotangent lands on the picked
+    // element, negative indices count from the end, for every index dtype and along either axis
+    let c = rng.array(&[4, 1], -1.0, 1.0);
+    let picks = [1i64, -1, 4, -5];
+    for dtype in [DType::I32, DType::I64, DType::U32, DType::U8] {
+        let signed = matches!(dtype, DType::I32 | DType::I64);
+        let picks: Vec<i64> = picks.iter().map(|&p| if signed || p >= 0 { p } else { p + 5 }).collect();
+        let idx = Array::from_slice(&picks, &[4, 1]).astype(dtype);
+        let (_, g) = ct::vjp(|a: &[Array]| a[0].take_along_axis(&idx, 1), &[x.clone()], &[c.clone()]).unwrap();
+        let cv = vals(&c);
+        let mut want = vec![0.0; 20];
+        for (r, &p) in picks.iter().enumerate() {
+            want[r * 5 + p.rem_euclid(5) as usize] = cv[r];
+        }
+        assert_eq!(vals(&g[0]), want, "{dtype}");
+        let i2 = idx.clone();
+        check_grads(
+            &format!("take_along_axis one per row {dtype}"),
+            move |x| x[0].take_along_axis(&i2, 1),
+            &[x.clone()],
+        );
+        let i2 = idx.reshape(&[1, 4]);
+        check_grads(
+            &format!("take_along_axis one per column {dtype}"),
+            move |x| x[0].take_along_axis(&i2, 0),
+            &[x.t()],
+        );
+    }
+    // batched: each batch member picks its own elements
+    let xs = rng.array(&[3, 4, 5], -1.0, 1.0);
+    let ids = Array::from_slice(&[0i32, 1, 2, 3, 4, -1, -2, -3, 0, 0, 4, 4], &[3, 4, 1]);
+    let per_member = ct::vmap(
+        |a: &[Array]| {
+            ct::grad(|b: &[Array]| (b[0].take_along_axis(&b[1], 1).square()).sum_all())(&[a[0].clone(), a[1].clone()])
+                .unwrap()
+                .remove(0)
+        },
+        &[Some(0), Some(0)],
+        &[Some(0)],
+    )(&[xs.clone(), ids.clone()])
+    .unwrap();
+    for b in 0..3 {
+        let b = b as isize;
+        let xb = xs.slice(&[b, 0, 0], &[b + 1, 4, 5], &[1, 1, 1]).squeeze(&[0]);
+        let ib = ids.slice(&[b, 0, 0], &[b + 1, 4, 1], &[1, 1, 1]).squeeze(&[0]);
+        let one = ct::grad(move |a: &[Array]| (a[0].take_along_axis(&ib, 1).square()).sum_all())(&[xb]).unwrap();
+        let got = per_member[0].slice(&[b, 0, 0], &[b + 1, 4, 5], &[1, 1, 1]).squeeze(&[0]);
+        assert_eq!(vals(&got), vals(&one[0]), "batch member {b}");
+    }
     // put with duplicates: only the last writer of a position gets gradient
     let v = rng.array(&[4, 2], -1.0, 1.0);
     let ip = Array::from_slice(&[1i64, 1, 0, 3, 2, 2, 4, 0], &[4, 2]);

@@ -45,12 +45,14 @@ impl Primitive for TakeAlongAxis {
     fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "take_along_axis[{}]", self.axis)
     }
-    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
         let (x, idx) = (&primals[0], &primals[1]);
         Ok(argnums
             .iter()
             .map(|&i| match i {
-                0 => scatter(ScatterMode::Add, &crate::ops::zeros_like(x), idx, &cotangents[0], self.axis),
+                0 => one_hot_add(x, idx, &cotangents[0], self.axis, &outputs[0]).unwrap_or_else(|| {
+                    scatter(ScatterMode::Add, &crate::ops::zeros_like(x), idx, &cotangents[0], self.axis)
+                }),
                 _ => crate::ops::zeros_like(idx),
             })
             .collect())
@@ -66,6 +68,53 @@ impl Primitive for TakeAlongAxis {
         Ok((vec![gather(&xs[0], &xs[1], self.axis + 1)], vec![Some(0)]))
     }
 }
+
+/// `scatter_add(zeros_like(x), idx, upd)` along `axis` where `idx` holds one index per lane
+/// (extent 1 along `axis`: a cross-entropy's picked logits), as `select(position == idx, upd,
+/// 0)`: element-wise, so a compiled program fuses it with the ops around it, and it adds
+/// nothing up, so the values are those of the scatter (a single update per element) on every
+/// device, without atomics. The indices are read through a node that depends on `checked`, the
+/// gather of `x` at `idx`, so an index out of range is the same error it is for the scatter (the
+/// comparison alone would silently give zeros). `None` for other index shapes.
+fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize, checked: &Array) -> Option<Array> {
+    if idx.shape()[axis] != 1 {
+        return None;
+    }
+    let n = x.shape()[axis];
+    let mut shape = vec![1; x.ndim()];
+    shape[axis] = n;
+    let (dtype, device) = (idx.dtype(), x.device());
+    // the indices as a pass-through node that waits for the checked gather (no copy, no kernel)
+    let idx = &crate::transforms::depends(std::slice::from_ref(idx), std::slice::from_ref(checked))[0];
+    let mut hit = positions(0, n, dtype, device).reshape_exact(&shape).equal(idx);
+    if dtype.is_signed_int() {
+        // a negative index counts from the end
+        hit = hit.logical_or(&positions(-(n as i64), n, dtype, device).reshape_exact(&shape).equal(idx));
+    }
+    Some(crate::ops::select(&hit, upd, 0.0))
+}
+
+/// `start, start + 1, .., start + n - 1` of `dtype` on `device`, made once per (start, n,
+/// dtype, device) and kept: a rule that needs positions on a GPU would otherwise upload them at
+/// every call. At most [`MAX_KEPT_POSITIONS`] are kept (the oldest go first).
+fn positions(start: i64, n: usize, dtype: DType, device: crate::Device) -> Array {
+    type Kept = Vec<((i64, usize, DType, crate::Device), Array)>;
+    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
+    let key = (start, n, dtype, device);
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, a)) = kept.iter().find(|(k, _)| *k == key) {
+        return a.clone();
+    }
+    let a = crate::ops::arange(start as f64, (start + n as i64) as f64, 1.0, dtype).to_device(device);
+    if kept.len() == MAX_KEPT_POSITIONS {
+        kept.remove(0);
+    }
+    kept.push((key, a.clone()));
+    a
+}
+
+/// How many position arrays [`positions`] keeps.
+const MAX_KEPT_POSITIONS: usize = 32;
 
 /// How a [`ScatterAlongAxis`] combines an update with the existing element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
