@@ -258,7 +258,7 @@ fn final_updates_of_several_shapes_batch_into_one_node() {
     let (fc, rest2) = (f.clone(), rest.clone());
     let t = ct::random::normal(&ct::random::key(12), &[3, 4], DType::F32);
     let with = move |r: &[Array], x: &Array| [&[x.clone()][..], r].concat();
-    let (w2, r2) = (with.clone(), rest.clone());
+    let (w2, r2) = (with, rest.clone());
     let (_, got) = ct::jvp(move |x: &[Array]| fc(&w2(&rest2, &x[0])).unwrap(), &args[..1], &[t.clone()]).unwrap();
     let (_, want) = ct::jvp(move |x: &[Array]| update(&with(&r2, &x[0])), &args[..1], &[t]).unwrap();
     assert_eq!(got.len(), 4);

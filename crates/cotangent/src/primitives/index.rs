@@ -89,7 +89,7 @@ fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize, checked: &Array
     let mut hit = positions(0, n, dtype, device).reshape_exact(&shape).equal(idx);
     if dtype.is_signed_int() {
         // a negative index counts from the end
-        hit = hit.logical_or(&positions(-(n as i64), n, dtype, device).reshape_exact(&shape).equal(idx));
+        hit = hit.logical_or(positions(-(n as i64), n, dtype, device).reshape_exact(&shape).equal(idx));
     }
     Some(crate::ops::select(&hit, upd, 0.0))
 }

@@ -318,7 +318,7 @@ fn batch_source(batch: &FusedBatch, input_dtypes: &[DType], scalar: &[bool], nam
         }
         let start = if g == 0 { "0".to_string() } else { format!("e{}", g - 1) };
         let branch = if g == 0 { "if" } else { "else if" };
-        let _ = write!(loop_body, "    {branch} (t < e{g}) {{ const i64 i = t - {start}; {body}}}\n");
+        let _ = writeln!(loop_body, "    {branch} (t < e{g}) {{ const i64 i = t - {start}; {body}}}");
     }
     let last = batch.members().len() - 1;
     format!(
