@@ -208,8 +208,9 @@ impl Primitive for LogSumExp {
         // (kept dims), so it fuses with the cotangent's product and what follows
         Ok(vec![&cotangents[0] * (&primals[0] - &outputs[0]).exp()])
     }
-    fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
-        let y = crate::ops::reduce::softmax_axes(&primals[0], self.axes.clone());
+    fn jvp(&self, primals: &[Array], tangents: &[Array], _argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+        // the softmax as in the VJP: element-wise from the output, fused into the sum's operand
+        let y = (&primals[0] - &outputs[0]).exp();
         Ok(vec![(&tangents[0] * y).sum(&isize_axes(&self.axes), true)])
     }
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<(Vec<Array>, Vec<Option<usize>>)> {
