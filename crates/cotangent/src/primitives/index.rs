@@ -29,7 +29,7 @@ fn batch_all(inputs: &[Array], axes: &[Option<usize>]) -> Vec<Array> {
 
 /// `out[.., j, ..] = x[.., indices[.., j, ..], ..]` along `axis` (numpy's `take_along_axis`
 /// without broadcasting: the ops layer broadcasts). The output has the indices' shape.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TakeAlongAxis {
     /// The gathered axis.
     pub axis: usize,
@@ -45,12 +45,12 @@ impl Primitive for TakeAlongAxis {
     fn describe(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "take_along_axis[{}]", self.axis)
     }
-    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
+    fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], _o: &[Array]) -> Result<Vec<Array>> {
         let (x, idx) = (&primals[0], &primals[1]);
         Ok(argnums
             .iter()
             .map(|&i| match i {
-                0 => one_hot_add(x, idx, &cotangents[0], self.axis, &outputs[0]).unwrap_or_else(|| {
+                0 => one_hot_add(x, idx, &cotangents[0], self.axis).unwrap_or_else(|| {
                     scatter(ScatterMode::Add, &crate::ops::zeros_like(x), idx, &cotangents[0], self.axis)
                 }),
                 _ => crate::ops::zeros_like(idx),
@@ -67,16 +67,20 @@ impl Primitive for TakeAlongAxis {
         let xs = batch_all(inputs, axes);
         Ok((vec![gather(&xs[0], &xs[1], self.axis + 1)], vec![Some(0)]))
     }
+    fn is_equivalent(&self, other: &dyn Primitive) -> bool {
+        crate::primitive::same_as(self, other)
+    }
 }
 
 /// `scatter_add(zeros_like(x), idx, upd)` along `axis` where `idx` holds one index per lane
 /// (extent 1 along `axis`: a cross-entropy's picked logits), as `select(position == idx, upd,
 /// 0)`: element-wise, so a compiled program fuses it with the ops around it, and it adds
 /// nothing up, so the values are those of the scatter (a single update per element) on every
-/// device, without atomics. The indices are read through a node that depends on `checked`, the
-/// gather of `x` at `idx`, so an index out of range is the same error it is for the scatter (the
-/// comparison alone would silently give zeros). `None` for other index shapes.
-fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize, checked: &Array) -> Option<Array> {
+/// device, without atomics. The indices are read through a node that depends on a gather of `x`
+/// at `idx`, which checks them, so an index out of range is an error of the gradient as it is for
+/// the scatter (the comparison alone would silently give zeros); a compiled program merges that
+/// gather with the forward one. `None` for other index shapes.
+fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize) -> Option<Array> {
     if idx.shape()[axis] != 1 {
         return None;
     }
@@ -85,7 +89,7 @@ fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize, checked: &Array
     shape[axis] = n;
     let (dtype, device) = (idx.dtype(), x.device());
     // the indices as a pass-through node that waits for the checked gather (no copy, no kernel)
-    let idx = &crate::transforms::depends(std::slice::from_ref(idx), std::slice::from_ref(checked))[0];
+    let idx = &crate::transforms::depends(std::slice::from_ref(idx), &[gather(x, idx, axis)])[0];
     let mut hit = positions(0, n, dtype, device).reshape_exact(&shape).equal(idx);
     if dtype.is_signed_int() {
         // a negative index counts from the end
@@ -207,4 +211,45 @@ fn put_winners(x: &Array, idx: &Array, axis: usize) -> Array {
     let pos = crate::ops::arange(0.0, m as f64, 1.0, DType::I64).reshape_exact(&pshape).broadcast_to(idx.shape());
     let marker = scatter(ScatterMode::Put, &crate::ops::full(x.shape(), -1.0, DType::I64), idx, &pos, axis);
     gather(&marker, idx, axis).equal(&pos)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::primitive::Op;
+    use crate::{Array, DType};
+
+    /// How many nodes reachable from `outs` gather.
+    fn gathers(outs: &[Array]) -> usize {
+        let (mut seen, mut stack, mut n) = (std::collections::HashSet::new(), outs.to_vec(), 0);
+        while let Some(a) = stack.pop() {
+            if !seen.insert(a.node_id()) {
+                continue;
+            }
+            n += matches!(a.node.primitive().map(|p| p.op()), Some(Op::Gather(_))) as usize;
+            stack.extend(a.node.inputs().iter().cloned());
+        }
+        n
+    }
+
+    /// A compiled cross-entropy step gathers its picked logits once: the gradient's index check
+    /// (a gather of its own, see `one_hot_add`) merges with the forward gather.
+    #[test]
+    fn the_gradients_index_check_merges_with_the_forward_gather_when_compiled() {
+        let loss = |a: &[Array]| {
+            let picked = a[0].take_along_axis(&a[1].expand_dims(&[-1]), -1).squeeze(&[-1]);
+            (a[0].logsumexp(&[-1], false) - picked).mean_all()
+        };
+        let step = crate::compile(move |a: &[Array]| {
+            let (v, g) = crate::value_and_grad(loss)(a).expect("traced");
+            vec![v[0].clone(), g[0].clone()]
+        });
+        let logits = crate::random::normal(&crate::random::key(5), &[6, 4], DType::F32);
+        let labels = Array::from_slice(&[0i32, 3, -1, 2, 1, 0], &[6]);
+        let args = [logits, labels];
+        let out = step(&args).expect("compiled step");
+        assert_eq!(gathers(&out), 1, "{out:?}");
+        let (v, g) = crate::value_and_grad(loss)(&args).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), v[0].to_vec::<f32>().unwrap());
+        assert_eq!(out[1].to_vec::<f32>().unwrap(), g[0].to_vec::<f32>().unwrap());
+    }
 }
