@@ -785,6 +785,18 @@ fn index_grads() {
             &[x.t()],
         );
     }
+    // an axis longer than the index dtype's range: positions past 255 must not match a u8 index
+    let wide = rng.array(&[2, 300], -1.0, 1.0);
+    let wide_idx = Array::from_slice(&[200u8, 255], &[2, 1]);
+    let (_, g) = ct::vjp(
+        |a: &[Array]| a[0].take_along_axis(&wide_idx, 1),
+        &[wide],
+        &[Array::from_slice(&[1.5f64, -2.0], &[2, 1])],
+    )
+    .unwrap();
+    let mut want = vec![0.0; 600];
+    (want[200], want[300 + 255]) = (1.5, -2.0);
+    assert_eq!(vals(&g[0]), want);
     // batched: each batch member picks its own elements
     let xs = rng.array(&[3, 4, 5], -1.0, 1.0);
     let ids = Array::from_slice(&[0i32, 1, 2, 3, 4, -1, -2, -3, 0, 0, 4, 4], &[3, 4, 1]);

@@ -87,29 +87,30 @@ fn one_hot_add(x: &Array, idx: &Array, upd: &Array, axis: usize) -> Option<Array
     let n = x.shape()[axis];
     let mut shape = vec![1; x.ndim()];
     shape[axis] = n;
-    let (dtype, device) = (idx.dtype(), x.device());
-    // the indices as a pass-through node that waits for the checked gather (no copy, no kernel)
-    let idx = &crate::transforms::depends(std::slice::from_ref(idx), &[gather(x, idx, axis)])[0];
-    let mut hit = positions(0, n, dtype, device).reshape_exact(&shape).equal(idx);
-    if dtype.is_signed_int() {
+    let (signed, device) = (idx.dtype().is_signed_int(), x.device());
+    // the indices as a pass-through node that waits for the checked gather (no copy, no kernel),
+    // compared as i64: positions past a narrow index dtype's range must not wrap onto valid ones
+    let idx = crate::transforms::depends(std::slice::from_ref(idx), &[gather(x, idx, axis)])[0].astype(DType::I64);
+    let mut hit = positions(0, n, device).reshape_exact(&shape).equal(&idx);
+    if signed {
         // a negative index counts from the end
-        hit = hit.logical_or(positions(-(n as i64), n, dtype, device).reshape_exact(&shape).equal(idx));
+        hit = hit.logical_or(positions(-(n as i64), n, device).reshape_exact(&shape).equal(&idx));
     }
     Some(crate::ops::select(&hit, upd, 0.0))
 }
 
-/// `start, start + 1, .., start + n - 1` of `dtype` on `device`, made once per (start, n,
-/// dtype, device) and kept: a rule that needs positions on a GPU would otherwise upload them at
-/// every call. At most [`MAX_KEPT_POSITIONS`] are kept (the oldest go first).
-fn positions(start: i64, n: usize, dtype: DType, device: crate::Device) -> Array {
-    type Kept = Vec<((i64, usize, DType, crate::Device), Array)>;
+/// `start, start + 1, .., start + n - 1` as i64 on `device`, made once per (start, n, device)
+/// and kept: a rule that needs positions on a GPU would otherwise upload them at every call. At
+/// most [`MAX_KEPT_POSITIONS`] are kept (the oldest go first).
+fn positions(start: i64, n: usize, device: crate::Device) -> Array {
+    type Kept = Vec<((i64, usize, crate::Device), Array)>;
     static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(Vec::new());
-    let key = (start, n, dtype, device);
+    let key = (start, n, device);
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, a)) = kept.iter().find(|(k, _)| *k == key) {
         return a.clone();
     }
-    let a = crate::ops::arange(start as f64, (start + n as i64) as f64, 1.0, dtype).to_device(device);
+    let a = crate::ops::arange(start as f64, (start + n as i64) as f64, 1.0, DType::I64).to_device(device);
     if kept.len() == MAX_KEPT_POSITIONS {
         kept.remove(0);
     }
