@@ -169,6 +169,40 @@ fn element_wise_chains_fuse_into_one_node_with_identical_values() {
     }
 }
 
+/// A fused group with several values live at once, then groups with fewer, over sizes that
+/// grow and shrink (one and two tiles, one element, none), in both float dtypes, one after the
+/// other on one thread: the CPU's per-thread scratch kept from an earlier, larger tile holds
+/// stale values, which no group may read. Each result equals the uncompiled expression bit for
+/// bit and an `f64` reference within rounding.
+#[test]
+fn groups_of_every_size_on_one_thread_match_uncompiled() {
+    fn wide(x: &Array) -> Array {
+        (x.sin() * x.cos()) + (x.exp() * 0.5 - x.tanh()) * (x * x + 1.0).sqrt()
+    }
+    fn wide_ref(v: f64) -> f64 {
+        v.sin() * v.cos() + (v.exp() * 0.5 - v.tanh()) * (v * v + 1.0).sqrt()
+    }
+    let wide_c = ct::compile(|x: &[Array]| wide(&x[0]));
+    let chain_c = ct::compile(|x: &[Array]| chain(&x[0], 3));
+    for (n, dtype) in
+        [(9000, DType::F64), (5, DType::F32), (0, DType::F64), (4097, DType::F32), (1, DType::F64), (9000, DType::F32)]
+    {
+        let x = ct::linspace(-2.0, 2.0, n, dtype);
+        let xs = values(&x);
+        let got = &wide_c(&[x.clone()]).unwrap()[0];
+        assert_eq!(bits(Ok(got.clone())), bits(Ok(wide(&x))), "wide, n = {n}, {dtype:?}");
+        let tol = if dtype == DType::F64 { 1e-12 } else { 1e-5 };
+        for (g, v) in values(got).iter().zip(&xs) {
+            assert!(
+                (g - wide_ref(*v)).abs() <= tol * (1.0 + wide_ref(*v).abs()),
+                "wide({v}) = {g}, n = {n}, {dtype:?}"
+            );
+        }
+        let got = &chain_c(&[x.clone()]).unwrap()[0];
+        assert_eq!(bits(Ok(got.clone())), bits(Ok(chain(&x, 3))), "chain, n = {n}, {dtype:?}");
+    }
+}
+
 /// On a GPU a chain longer than one group's limit (256 steps) is cut into several fused groups
 /// (so that NVRTC compiles kernels of bounded size); on the CPU it stays one group. Either way the
 /// values are those of the uncompiled chain. (300 steps, not more: NVRTC compiles the kernels,

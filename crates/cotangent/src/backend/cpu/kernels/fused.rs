@@ -26,6 +26,52 @@ use smallvec::SmallVec;
 /// Most elements of one tile: a few tile-sized intermediates fit in the L2 cache.
 const TILE: usize = 4096;
 
+/// Largest scratch (in elements) a thread keeps between tiles of the slice path: 64 tile-sized
+/// slots of `f64`, 2 MiB.
+const KEPT_SCRATCH: usize = 64 * TILE;
+
+/// Per-thread scratch of the slice path, reused from tile to tile: a small group on a 2-core
+/// machine used to spend a few per cent of its time allocating and zero-filling its slots.
+trait SliceScratch: Sized + BufferElement + Default {
+    /// This thread's kept scratch, in which `len` elements may be addressed.
+    fn with_kept<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R;
+
+    /// A scratch of `len` elements of arbitrary (initialised) values: this thread's kept one
+    /// when it is not in use (a tile inside a tile, through rayon's work stealing, gets its own).
+    fn take_scratch(len: usize) -> Result<Vec<Self>> {
+        let v = Self::with_kept(std::mem::take);
+        if v.len() >= len {
+            return Ok(v);
+        }
+        drop(v);
+        try_filled(Self::default(), len)
+    }
+
+    /// Hands `v` back to this thread for the next tile, unless it is larger than
+    /// [`KEPT_SCRATCH`] (then it is freed).
+    fn give_back_scratch(v: Vec<Self>) {
+        if v.len() <= KEPT_SCRATCH {
+            Self::with_kept(|kept| {
+                if kept.len() < v.len() {
+                    *kept = v;
+                }
+            });
+        }
+    }
+}
+
+macro_rules! slice_scratch {
+    ($($t:ty),*) => {$(
+        impl SliceScratch for $t {
+            fn with_kept<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R {
+                thread_local!(static KEPT: std::cell::RefCell<Vec<$t>> = const { std::cell::RefCell::new(Vec::new()) });
+                KEPT.with(|k| f(&mut k.borrow_mut()))
+            }
+        }
+    )*};
+}
+slice_scratch!(f32, f64);
+
 /// How the output of a fused group is cut into tiles: every tile fixes the axes before `axis`,
 /// takes up to `run` indices of `axis` and all of the axes after it, so it is one contiguous
 /// block of the row-major output.
@@ -200,7 +246,7 @@ fn step_into<T: Float>(op: StepOp, a: Side<T>, b: Option<Side<T>>, dst: &mut [T]
 /// [`run_tile`] on the slice path (see the module docs), or `None` when an input is neither one
 /// element nor dense over this tile (then the general path runs the tile). Step results live in
 /// one scratch buffer of `len` elements per slot.
-fn run_tile_slices<T: Float>(
+fn run_tile_slices<T: Float + SliceScratch>(
     group: &Fused,
     inputs: &[(&Data, &[usize], DType)],
     tile: &Tile,
@@ -233,10 +279,29 @@ fn run_tile_slices<T: Float>(
         });
     }
     let (slots, n_slots) = group.slots();
-    let mut scratch = match try_filled(T::ZERO, len * n_slots) {
+    let mut scratch = match T::take_scratch(len * n_slots) {
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
     };
+    let result = run_steps_on_slices(group, &ins, tile, out, len, slots, n_slots, &mut scratch[..len * n_slots]);
+    T::give_back_scratch(scratch);
+    result
+}
+
+/// The steps and exports of [`run_tile_slices`] once its inputs are slices, with the slots in
+/// `scratch` (`len * n_slots` elements of any value: every slot element is written before it is
+/// read). `None` where a step has no slice kernel (the caller then takes the general path).
+#[allow(clippy::too_many_arguments)]
+fn run_steps_on_slices<T: Float + SliceScratch>(
+    group: &Fused,
+    ins: &[SliceValue<T>],
+    tile: &Tile,
+    out: TileOut,
+    len: usize,
+    slots: &[usize],
+    n_slots: usize,
+    scratch: &mut [T],
+) -> Option<Result<Vec<Data>>> {
     let mut slot: Vec<&mut [T]> = scratch.chunks_mut(len.max(1)).collect();
     slot.resize_with(n_slots, Default::default); // (len 0: empty slots)
     let mut values: Vec<SliceValue<T>> = Vec::with_capacity(group.steps().len());
