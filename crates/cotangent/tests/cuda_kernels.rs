@@ -970,6 +970,20 @@ fn compiled_calls_run_as_cuda_graphs() {
         eager_params = want[..4].to_vec();
     }
     assert_eq!(launches(), before + 6, "each call of the training run is one graph launch");
+    // the graph's buffers are made once: thirty more steps hold no more device memory than one
+    let in_use = || {
+        ct::Device::Cuda(0).synchronize().expect("synchronize");
+        ct::Device::Cuda(0).memory_stats().expect("memory stats").in_use
+    };
+    let held = in_use();
+    for call in 6..36u64 {
+        let batch = mlp_batch(call, 0);
+        params = step(&params.iter().chain(&batch).cloned().collect::<Vec<_>>()).expect("compiled step")[..4].to_vec();
+        ct::eval(&params).expect("eval");
+    }
+    let after = in_use();
+    assert!(after <= held + (1 << 20), "device memory grew over 30 graph calls: {held} -> {after} bytes");
+    assert_eq!(launches(), before + 36, "every step of the longer run is one graph launch");
 
     // two threads at once, each on its own batch: each gets its own step's values
     type Values = Vec<Vec<f32>>;
