@@ -919,6 +919,51 @@ fn host_values(arrays: &[Array]) -> Vec<Vec<f32>> {
     arrays.iter().map(|a| a.to_vec::<f32>().expect("values")).collect()
 }
 
+/// A captured graph owns the device memory of one call's intermediates while the compiled
+/// function lives (the device's bytes in use grow by at least that), and dropping the function
+/// gives it back.
+#[test]
+fn a_dropped_compiled_function_gives_its_graph_memory_back() {
+    let Some(_) = dev() else { return };
+    if !cuda::graphs_enabled() {
+        println!("COTANGENT_CUDA_GRAPHS=0");
+        return;
+    }
+    let gpu = ct::Device::Cuda(0);
+    let in_use = || {
+        gpu.synchronize().expect("synchronize");
+        gpu.memory_stats().expect("memory stats").in_use
+    };
+    let n = 1usize << 20;
+    let x = Array::from_vec((0..n).map(|i| (i % 97) as f32 * 0.01).collect::<Vec<f32>>(), &[n]).to_device(gpu);
+    x.eval().expect("upload");
+    let before = in_use();
+    // the element-wise group's output (4 MiB) is an intermediate: a scan reads it
+    let f = ct::compile(|a: &[Array]| (a[0].sin() * 2.0).cumsum(0).sum_all());
+    let launches = || cuda::GRAPH_LAUNCHES.load(std::sync::atomic::Ordering::Relaxed);
+    let want = (0..n)
+        .map(|i| ((i % 97) as f64 * 0.01).sin() * 2.0)
+        .scan(0.0, |s, v| {
+            *s += v;
+            Some(*s)
+        })
+        .sum::<f64>();
+    let first = launches();
+    for call in 0..3 {
+        let got = f(std::slice::from_ref(&x)).expect("compiled call")[0].item::<f32>().expect("value") as f64;
+        assert!((got - want).abs() <= 1e-3 * want.abs(), "call {call}: {got} against {want}");
+    }
+    assert_eq!(launches(), first + 2, "the second call captures a graph and launches it, the third launches it");
+    let held = in_use();
+    assert!(held >= before + n * 4, "the graph's intermediates are device memory in use: {before} -> {held} bytes");
+    drop(f);
+    let after = in_use();
+    assert!(
+        after <= before + (1 << 16),
+        "dropping the compiled function frees its graph: {before} -> {held} -> {after} bytes"
+    );
+}
+
 /// On a GPU a compiled call replays its steps the first time, captures them as a CUDA graph the
 /// second time, and launches the graph from then on. The graph computes what the step-by-step
 /// replay computes, bit for bit on the same arguments, and what the uncompiled step computes
