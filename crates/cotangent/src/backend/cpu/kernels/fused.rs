@@ -33,7 +33,7 @@ const KEPT_SCRATCH: usize = 64 * TILE;
 /// Per-thread scratch of the slice path, reused from tile to tile: a small group on a 2-core
 /// machine used to spend a few per cent of its time allocating and zero-filling its slots.
 trait SliceScratch: Sized + BufferElement + Default {
-    /// This thread's kept scratch, in which `len` elements may be addressed.
+    /// Runs `f` on this thread's kept scratch.
     fn with_kept<R>(f: impl FnOnce(&mut Vec<Self>) -> R) -> R;
 
     /// A scratch of `len` elements of arbitrary (initialised) values: this thread's kept one
