@@ -919,6 +919,12 @@ fn host_values(arrays: &[Array]) -> Vec<Vec<f32>> {
     arrays.iter().map(|a| a.to_vec::<f32>().expect("values")).collect()
 }
 
+/// Bytes of live arrays on `cuda:0` once its queued work is done.
+fn device_bytes_in_use() -> usize {
+    ct::Device::Cuda(0).synchronize().expect("synchronize");
+    ct::Device::Cuda(0).memory_stats().expect("memory stats").in_use
+}
+
 /// A captured graph owns the device memory of one call's intermediates while the compiled
 /// function lives (the device's bytes in use grow by at least that), and dropping the function
 /// gives it back.
@@ -930,10 +936,7 @@ fn a_dropped_compiled_function_gives_its_graph_memory_back() {
         return;
     }
     let gpu = ct::Device::Cuda(0);
-    let in_use = || {
-        gpu.synchronize().expect("synchronize");
-        gpu.memory_stats().expect("memory stats").in_use
-    };
+    let in_use = device_bytes_in_use;
     let n = 1usize << 20;
     let x = Array::from_vec((0..n).map(|i| (i % 97) as f32 * 0.01).collect::<Vec<f32>>(), &[n]).to_device(gpu);
     x.eval().expect("upload");
@@ -1016,17 +1019,13 @@ fn compiled_calls_run_as_cuda_graphs() {
     }
     assert_eq!(launches(), before + 6, "each call of the training run is one graph launch");
     // the graph's buffers are made once: thirty more steps hold no more device memory than one
-    let in_use = || {
-        ct::Device::Cuda(0).synchronize().expect("synchronize");
-        ct::Device::Cuda(0).memory_stats().expect("memory stats").in_use
-    };
-    let held = in_use();
+    let held = device_bytes_in_use();
     for call in 6..36u64 {
         let batch = mlp_batch(call, 0);
         params = step(&params.iter().chain(&batch).cloned().collect::<Vec<_>>()).expect("compiled step")[..4].to_vec();
         ct::eval(&params).expect("eval");
     }
-    let after = in_use();
+    let after = device_bytes_in_use();
     assert!(after <= held + (1 << 20), "device memory grew over 30 graph calls: {held} -> {after} bytes");
     assert_eq!(launches(), before + 36, "every step of the longer run is one graph launch");
 
