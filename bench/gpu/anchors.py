@@ -390,6 +390,23 @@ def jax_mlp_step(B):
     return step, params
 
 
+def jax_mlp_rate(B, rounds=5, steps=50):
+    """JAX jit's MLP training steps per second at batch B: the median of `rounds` rounds of
+    `steps` steps after one warm-up step, one block_until_ready per round."""
+    import jax
+    step, params = jax_mlp_step(B)
+    params = step(params)
+    jax.block_until_ready(params)
+    ts = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            params = step(params)
+        jax.block_until_ready(params)
+        ts.append(time.perf_counter() - t0)
+    return steps / med(ts)
+
+
 def section_mlp():
     for B in (128, 4096):
         step = torch_mlp_step(B)
@@ -399,16 +416,7 @@ def section_mlp():
     try:
         import jax
         for B in (128, 4096):
-            step, params = jax_mlp_step(B)
-            params = step(params); jax.block_until_ready(params)
-            ts = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                for _ in range(50):
-                    params = step(params)
-                jax.block_until_ready(params)
-                ts.append(time.perf_counter() - t0)
-            emit({"section": "mlp", "fw": "jax_jit", "batch": B, "steps_per_s": 50 / med(ts)})
+            emit({"section": "mlp", "fw": "jax_jit", "batch": B, "steps_per_s": jax_mlp_rate(B, rounds=3)})
     except Exception as e:
         emit({"section": "mlp", "fw": "jax", "error": repr(e)[:400]})
 

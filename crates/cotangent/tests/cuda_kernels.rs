@@ -919,6 +919,19 @@ fn host_values(arrays: &[Array]) -> Vec<Vec<f32>> {
     arrays.iter().map(|a| a.to_vec::<f32>().expect("values")).collect()
 }
 
+/// Whether `cuda:0` can be used and compiled calls are captured as CUDA graphs there (says why
+/// not otherwise).
+fn graphs_available() -> bool {
+    if dev().is_none() {
+        return false;
+    }
+    if !cuda::graphs_enabled() {
+        println!("COTANGENT_CUDA_GRAPHS=0");
+        return false;
+    }
+    true
+}
+
 /// Bytes of live arrays on `cuda:0` once its queued work is done.
 fn device_bytes_in_use() -> usize {
     ct::Device::Cuda(0).synchronize().expect("synchronize");
@@ -930,9 +943,7 @@ fn device_bytes_in_use() -> usize {
 /// gives it back.
 #[test]
 fn a_dropped_compiled_function_gives_its_graph_memory_back() {
-    let Some(_) = dev() else { return };
-    if !cuda::graphs_enabled() {
-        println!("COTANGENT_CUDA_GRAPHS=0");
+    if !graphs_available() {
         return;
     }
     let gpu = ct::Device::Cuda(0);
@@ -977,9 +988,7 @@ fn a_dropped_compiled_function_gives_its_graph_memory_back() {
 /// with the index check and its error.
 #[test]
 fn compiled_calls_run_as_cuda_graphs() {
-    let Some(_) = dev() else { return };
-    if !cuda::graphs_enabled() {
-        println!("COTANGENT_CUDA_GRAPHS=0");
+    if !graphs_available() {
         return;
     }
     let launches = || cuda::GRAPH_LAUNCHES.load(std::sync::atomic::Ordering::Relaxed);
