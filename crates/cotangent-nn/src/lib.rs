@@ -11,6 +11,7 @@
 //!   chunk-recompute custom function ([`gated_delta`]).
 //! - [`qwen3_next`]: Qwen3-Next's Gated DeltaNet and linear-attention decoder layer, with
 //!   Hugging Face parameter names (checkpoints load by name), checked against transformers.
+//! - [`models`]: whole Qwen3-Next / Qwen3.5 causal LMs from Hugging Face folders (load, logits, loss, generate).
 //! - [`activations`], [`init`]ialisers, [`losses`], [`optim`]izers and schedules, and
 //!   safetensors [`io`].
 //!
@@ -39,6 +40,7 @@ pub mod init;
 pub mod io;
 pub mod layers;
 pub mod losses;
+pub mod models;
 pub mod module;
 pub mod optim;
 pub mod qwen3_next;
