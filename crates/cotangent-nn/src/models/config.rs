@@ -177,7 +177,7 @@ impl ModelConfig {
     /// use cotangent_nn::models::{ModelConfig, ModelType, LayerType};
     /// let json = r#"{"model_type": "qwen3_5_text", "vocab_size": 10, "hidden_size": 8,
     ///   "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
-    ///   "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 1,
+    ///   "num_key_value_heads": 1, "head_dim": 8, "linear_num_key_heads": 1,
     ///   "linear_num_value_heads": 2, "linear_key_head_dim": 4, "linear_value_head_dim": 4,
     ///   "full_attention_interval": 2}"#;
     /// let c = ModelConfig::from_json(json).unwrap();

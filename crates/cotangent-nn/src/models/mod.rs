@@ -21,7 +21,7 @@
 //! use cotangent_nn::Module;
 //! let config = ModelConfig::from_json(r#"{"model_type": "qwen3_5_text", "vocab_size": 16,
 //!   "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
-//!   "num_key_value_heads": 1, "head_dim": 4, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+//!   "num_key_value_heads": 1, "head_dim": 8, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
 //!   "linear_key_head_dim": 4, "linear_value_head_dim": 4, "full_attention_interval": 2}"#).unwrap();
 //! let model = CausalLm::new(&ct::random::key(0), config, DType::F32);
 //! assert!(model.parameters().names().contains(&"model.layers.1.self_attn.q_proj.weight".to_string()));
