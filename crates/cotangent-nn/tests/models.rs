@@ -241,3 +241,60 @@ fn golden_folders_stay_small() {
         .sum();
     assert!(total < 2 << 20, "the committed reference folders take {total} bytes");
 }
+
+#[test]
+fn cached_steps_give_the_full_forward_logits() {
+    for name in CASES {
+        let model = load(name);
+        let r = reference(name);
+        let ids = r.require("input_ids").unwrap();
+        let t = ids.shape()[1];
+        let want = r.require("logits").unwrap();
+        // prefill all but the last 3 tokens (in chunks of 32), then one token at a time
+        let mut cache = model.new_cache();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for end in (32..t - 3).step_by(32).chain([t - 3]).chain(t - 2..=t) {
+            let piece = ids.slice_axis(1, Some(start as isize), Some(end as isize), 1);
+            pieces.push(model.logits_with_cache(&piece, &mut cache).unwrap());
+            start = end;
+        }
+        assert_eq!(cache.offset, t);
+        let ours = ct::concatenate(&pieces, 1);
+        let e = relative_error(&ours, want);
+        assert!(e < TOLERANCE, "{name}: cached logits relative error {e:.2e}");
+    }
+}
+
+#[test]
+fn stacked_expert_tensors_load_as_per_expert_parameters() {
+    // transformers' in-memory layout: mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]
+    let src = folder("qwen3_next_moe");
+    let dir = temp_dir("stacked");
+    std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
+    let tensors: Vec<(String, Array)> = io::load(src.join("model.safetensors")).unwrap().flatten();
+    let mut out: Vec<(String, Array)> = tensors.iter().filter(|(n, _)| !n.contains(".mlp.experts.")).cloned().collect();
+    let get = |n: &str| tensors.iter().find(|(k, _)| k == n).unwrap().1.clone();
+    for layer in [0, 1, 3] {
+        let p = format!("model.layers.{layer}.mlp.experts");
+        let gate_up: Vec<Array> = (0..4)
+            .map(|e| {
+                ct::concatenate(
+                    &[get(&format!("{p}.{e}.gate_proj.weight")), get(&format!("{p}.{e}.up_proj.weight"))],
+                    0,
+                )
+            })
+            .collect();
+        let down: Vec<Array> = (0..4).map(|e| get(&format!("{p}.{e}.down_proj.weight"))).collect();
+        out.push((format!("{p}.gate_up_proj"), ct::stack(&gate_up, 0)));
+        out.push((format!("{p}.down_proj"), ct::stack(&down, 0)));
+    }
+    // written as plain name -> tensor pairs (a tree would nest `experts.down_proj` under `experts`)
+    let tree = Tree::dict(out.into_iter().map(|(n, a)| (n, Tree::leaf(a))));
+    io::save(dir.join("model.safetensors"), &tree, None).unwrap();
+    let stacked = from_pretrained(&dir, DType::F32).unwrap();
+    let ids = reference("qwen3_next_moe").require("input_ids").unwrap().clone();
+    let e = relative_error(&stacked.logits(&ids).unwrap(), &load("qwen3_next_moe").logits(&ids).unwrap());
+    assert_eq!(e, 0.0);
+    std::fs::remove_dir_all(&dir).ok();
+}
