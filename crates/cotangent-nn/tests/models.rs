@@ -298,3 +298,20 @@ fn stacked_expert_tensors_load_as_per_expert_parameters() {
     assert_eq!(e, 0.0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn text_config_over_composite_weights() {
+    // config.json of the text model alone (qwen3_5_moe_text) beside weights named model.language_model.*
+    let src = folder("qwen3_5_moe_composite");
+    let dir = temp_dir("text_over_composite");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    std::fs::write(dir.join("config.json"), config["text_config"].to_string()).unwrap();
+    std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
+    let model = from_pretrained(&dir, DType::F32).unwrap();
+    assert!(model.parameters().names().contains(&"model.layers.0.mlp.gate.weight".to_string()));
+    let r = reference("qwen3_5_moe_composite");
+    let e = relative_error(&model.logits(r.require("input_ids").unwrap()).unwrap(), r.require("logits").unwrap());
+    assert!(e < TOLERANCE, "{e:.2e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -51,7 +51,8 @@ use std::path::Path;
 /// Load a Hugging Face folder (`config.json` plus `model.safetensors` or the shards of
 /// `model.safetensors.index.json`) as a [`CausalLm`] whose parameters are in `dtype`.
 ///
-/// Tensors are read one at a time and converted on load. Every missing, unexpected or
+/// Tensors are read one at a time and converted on load. A text `model_type` over weights
+/// named `model.language_model.*` loads too (as transformers does). Every missing, unexpected or
 /// mis-shaped tensor is named in one `Err`; a malformed file is an `Err`, never a panic.
 /// `eos_token_id` of `generation_config.json` (else of `config.json`) gives the default stop
 /// tokens.
@@ -80,8 +81,16 @@ pub fn from_pretrained(dir: impl AsRef<Path>, dtype: DType) -> Result<CausalLm> 
     let expected: weights::Expected = flat.iter().map(|(n, a)| (n.clone(), a.shape().to_vec())).collect();
     let files = weights::weight_files(dir)?;
     let tied = model.config.tie_word_embeddings;
+    let composite = model.config.composite.is_some();
     let mut found = weights::load_tensors(&files, &expected, dtype, |name| {
-        name.starts_with("mtp.") || name.starts_with("model.visual.") || (tied && name == "lm_head.weight")
+        if name.starts_with("mtp.") || name.starts_with("model.visual.") || (tied && name == "lm_head.weight") {
+            return None;
+        }
+        // a text-only config over a composite checkpoint (transformers drops `language_model.`)
+        match name.strip_prefix("model.language_model.") {
+            Some(rest) if !composite => Some(format!("model.{rest}")),
+            _ => Some(name.to_string()),
+        }
     })?;
     let leaves: Vec<Array> = flat.iter().map(|(n, _)| found.remove(n).expect("checked by load_tensors")).collect();
     model.update(&params.with_leaves(leaves)?)?;

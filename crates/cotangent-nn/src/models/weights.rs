@@ -172,15 +172,15 @@ pub(crate) fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// What loading expects: each parameter's full name with its shape.
 pub(crate) type Expected = HashMap<String, Vec<usize>>;
 
-/// Read every expected tensor of `files`, converted to `dtype`; tensors for which `ignore`
-/// holds are skipped. Stacked expert tensors (`mlp.experts.gate_up_proj` `[E, 2I, H]`,
+/// Read every expected tensor of `files`, converted to `dtype`, under the name `rename` gives
+/// the file's name (`None`: skip the tensor). Stacked expert tensors (`mlp.experts.gate_up_proj` `[E, 2I, H]`,
 /// `mlp.experts.down_proj` `[E, H, I]`) are split into the per-expert names. Every unexpected,
 /// mis-shaped and missing tensor is named in one `Err`.
 pub(crate) fn load_tensors(
     files: &[PathBuf],
     expected: &Expected,
     dtype: DType,
-    ignore: impl Fn(&str) -> bool,
+    rename: impl Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, Array>> {
     let mut found: HashMap<String, Array> = HashMap::new();
     let mut problems = Vec::new();
@@ -203,14 +203,12 @@ pub(crate) fn load_tensors(
         let header = read_header(path)?;
         let mut file = File::open(path).map_err(|e| io_err(path, e))?;
         for t in &header {
-            if ignore(&t.name) {
-                continue;
-            }
+            let Some(name) = rename(&t.name) else { continue };
             let stacked = [("mlp.experts.gate_up_proj", 2usize), ("mlp.experts.down_proj", 1)]
                 .into_iter()
-                .find(|(suffix, _)| t.name.ends_with(suffix) && t.shape.len() == 3);
+                .find(|(suffix, _)| name.ends_with(suffix) && t.shape.len() == 3);
             if let Some((suffix, parts)) = stacked {
-                let base = &t.name[..t.name.len() - suffix.len()];
+                let base = &name[..name.len() - suffix.len()];
                 let a = read_tensor(&mut file, path, t)?;
                 let (e, rows) = (t.shape[0], t.shape[1]);
                 if rows % parts != 0 {
@@ -228,14 +226,14 @@ pub(crate) fn load_tensors(
                 continue;
             }
             // check names and shapes before reading the bytes
-            match expected.get(&t.name) {
-                Some(shape) if shape == &t.shape && !found.contains_key(&t.name) => {
+            match expected.get(&name) {
+                Some(shape) if shape == &t.shape && !found.contains_key(&name) => {
                     let a = read_tensor(&mut file, path, t)?;
-                    take(t.name.clone(), a, &mut problems, &mut found)?;
+                    take(name, a, &mut problems, &mut found)?;
                 }
                 _ => {
                     let placeholder = cotangent::zeros(&t.shape, DType::U8);
-                    take(t.name.clone(), placeholder, &mut problems, &mut found)?;
+                    take(name, placeholder, &mut problems, &mut found)?;
                 }
             }
         }
