@@ -7,6 +7,14 @@ use std::sync::Mutex;
 /// The two tests share the process's cache: they take turns.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// Both tests are about the CPU's cache, so their arrays live on the CPU whatever
+/// `COTANGENT_DEVICE` says (a whole-suite run on a GPU sets it for every binary).
+fn on_the_cpu() -> std::sync::MutexGuard<'static, ()> {
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ct::set_default_device(Device::Cpu);
+    turn
+}
+
 /// A computed array of `n` elements of `dtype`, all `v` (its buffer is the negation's output;
 /// `full` is a broadcast view of one element).
 fn filled(n: usize, dtype: DType, v: f64) -> Array {
@@ -17,7 +25,7 @@ fn filled(n: usize, dtype: DType, v: f64) -> Array {
 
 #[test]
 fn freed_buffers_are_reused_by_size_and_alignment_and_the_limit_holds() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = on_the_cpu();
     let cpu = Device::Cpu;
     cpu.clear_cache().unwrap();
     assert_eq!(cpu.cached_bytes(), 0);
@@ -81,7 +89,7 @@ fn freed_buffers_are_reused_by_size_and_alignment_and_the_limit_holds() {
 fn threads_sharing_the_cache_read_their_own_values() {
     // Eight threads allocate and free buffers of a few sizes as fast as they can; each block
     // moves between threads through the cache, and every array keeps the values it was given.
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = on_the_cpu();
     std::thread::scope(|s| {
         for t in 0..8u32 {
             s.spawn(move || {

@@ -119,13 +119,10 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
             let (x, idx) = (&inputs[0], &inputs[1]);
             one(index::gather(data(x)?, x.shape(), data(idx)?, idx.shape(), g.axis)?)
         }
-        Op::Scatter(s) => match s.mode {
-            ScatterMode::Add => {
-                let (x, idx, upd) = (&inputs[0], &inputs[1], &inputs[2]);
-                one(index::scatter_add(data(x)?, x.shape(), data(idx)?, idx.shape(), data(upd)?, s.axis)?)
-            }
-            ScatterMode::Put => Ok(None),
-        },
+        Op::Scatter(s) => {
+            let (x, idx, upd) = (&inputs[0], &inputs[1], &inputs[2]);
+            one(index::scatter(s.mode, data(x)?, x.shape(), data(idx)?, idx.shape(), data(upd)?, s.axis)?)
+        }
         Op::Reshape(r) => {
             let dense = elementwise::to_contiguous(x()?, xs())?;
             one(dense_as(dense, &r.0))

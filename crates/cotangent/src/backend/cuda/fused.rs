@@ -358,8 +358,11 @@ mod tests {
             let m = crate::select(&n.greater(Array::scalar(2i32)), &h, -&t);
             vec![m.clone(), n, (&m * 3.0).square().less(&t)]
         });
-        let a = Array::from_slice(&[0.5f32; 6], &[2, 3]);
-        let b = Array::from_slice(&[0.25f32; 3], &[3]);
+        // the group is read from a program traced on the host: on a GPU a compiled call's
+        // outputs come from one graph node
+        let host = crate::Device::Cpu;
+        let a = Array::from_slice(&[0.5f32; 6], &[2, 3]).to_device(host);
+        let b = Array::from_slice(&[0.25f32; 3], &[3]).to_device(host);
         let outs = f(&[a, b]).expect("traced");
         let mut keys = Vec::new();
         for out in &outs {
@@ -401,7 +404,8 @@ mod tests {
             Array::from_slice(&[7i32; 5], &[5]),
             Array::from_slice(&[0.1f32; 8], &[2, 2, 2]),
             Array::scalar(0.01f32),
-        ];
+        ]
+        .map(|x| x.to_device(crate::Device::Cpu)); // traced on the host, as above
         let outs = f(&args).expect("traced");
         let Some(Op::FusedBatch(batch)) = outs[0].node.primitive().map(|p| p.op()) else {
             panic!("{:?} is not a batch", outs[0]);

@@ -1,20 +1,27 @@
-//! Gather (`take_along_axis`) and scatter-add (`scatter_add_along_axis`) along one axis, with the
-//! CPU's semantics (`backend/cpu/gather.rs`): any integer index dtype, negative indices count from
-//! the end, an out-of-range index makes the call return `Err` naming the first bad index in
-//! row-major order (found with an atomic minimum over positions; reading it synchronises).
-//! Indices uploaded from the host carry their range (`CudaBuffer::int_range`): when it lies
-//! inside the axis, no cell is read back and the launch does not wait for the GPU, so labels
-//! and token ids, the common case, cost no synchronisation.
+//! Gather (`take_along_axis`) and scatter (`scatter_add_along_axis`, `put_along_axis`) along one
+//! axis, with the CPU's semantics (`backend/cpu/gather.rs`): any integer index dtype, negative
+//! indices count from the end, an out-of-range index makes the call return `Err` naming the first
+//! bad index in row-major order (found with an atomic minimum over positions; reading it
+//! synchronises). Indices uploaded from the host carry their range (`CudaBuffer::int_range`):
+//! when it lies inside the axis, no cell is read back and the launch does not wait for the GPU,
+//! so labels and token ids, the common case, cost no synchronisation.
 //!
-//! Scatter-add accumulates with atomics: native `atomicAdd` for f32, f64, i32, u32 and i64
-//! (wrapping, as the CPU), a compare-and-swap on the aligned 32-bit word for u8, f16, bf16
-//! (rounded to nearest even after each addition, as the CPU) and bool (or). Integer and bool
-//! results are exact; float sums of duplicate indices depend on the order the atomics land in,
-//! so they are not bit-reproducible (within rounding of the CPU's sequential sum).
+//! Scatters are deterministic by default: each thread owns a lane of the output (one position on
+//! every axis but the scattered one) and a range of positions along that axis, walks the lane's
+//! indices in order and combines the updates that land in its range, with no atomics. Every
+//! output element therefore sees its updates in the CPU's order (row-major over the indices), so
+//! float sums equal the CPU's bit for bit and `put` keeps the last duplicate, as the CPU does.
+//! `COTANGENT_DETERMINISTIC=0` switches scatter-add to one atomic addition per update instead:
+//! faster when a lane has many indices (an embedding's gradient), but float sums of duplicate
+//! indices then depend on the order the atomics land in (within rounding of the CPU's sum).
+//! Atomics are native `atomicAdd` for f32, f64, i32, u32 and i64 (wrapping), and a
+//! compare-and-swap on the aligned 32-bit word for u8, f16, bf16 (rounded after each addition)
+//! and bool (or).
 use super::codegen::{self, Args, PRELUDE};
 use super::elementwise::{copy_into, same_device};
 use super::storage::check_views;
 use super::storage::CudaData;
+use crate::primitives::index::ScatterMode;
 use crate::shape::{contiguous_strides, numel};
 use crate::{DType, Result};
 use cudarc::driver::result as dr;
@@ -157,9 +164,23 @@ fn atomic_add_source(d: DType) -> String {
     }
 }
 
-/// A dense copy of `x` with `updates[.., j, ..]` added at `[.., idx[.., j, ..], ..]` along
-/// `axis` (duplicates accumulate). `updates` has `idx_shape`.
-pub fn scatter_add(
+/// Whether scatter-adds run in a fixed order (the default) rather than with atomics
+/// (`COTANGENT_DETERMINISTIC=0`); read once.
+pub fn deterministic() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("COTANGENT_DETERMINISTIC").map_or(true, |v| v.trim() != "0"))
+}
+
+/// About how many threads a deterministic scatter launches (lanes times ranges along the axis):
+/// enough to fill the device, few enough that re-reading each lane's indices per range stays
+/// cheap.
+const SCATTER_THREADS: usize = 1 << 16;
+
+/// A dense copy of `x` with `updates[.., j, ..]` put (`Put`: the last duplicate in row-major
+/// order wins) or added (`Add`: duplicates accumulate) at `[.., idx[.., j, ..], ..]` along
+/// `axis`. `updates` has `idx_shape`, whose extents off `axis` are `x_shape`'s.
+pub fn scatter(
+    mode: ScatterMode,
     x: &CudaData,
     x_shape: &[usize],
     idx: &CudaData,
@@ -167,11 +188,15 @@ pub fn scatter_add(
     updates: &CudaData,
     axis: usize,
 ) -> Result<CudaData> {
-    check_views("scatter_add_along_axis", &[(x, x_shape), (idx, idx_shape), (updates, idx_shape)])?;
-    let dev = same_device("scatter_add_along_axis", &[x, idx, updates])?;
-    check_index(idx, "scatter_add_along_axis")?;
+    let op = match mode {
+        ScatterMode::Add => "scatter_add_along_axis",
+        ScatterMode::Put => "put_along_axis",
+    };
+    check_views(op, &[(x, x_shape), (idx, idx_shape), (updates, idx_shape)])?;
+    let dev = same_device(op, &[x, idx, updates])?;
+    check_index(idx, op)?;
     if updates.dtype != x.dtype {
-        return Err(dev.error(format!("scatter_add_along_axis: updates of {} into {}", updates.dtype, x.dtype)));
+        return Err(dev.error(format!("{op}: updates of {} into {}", updates.dtype, x.dtype)));
     }
     let out = CudaData::empty(dev, x.dtype, x_shape)?;
     copy_into(&out, x, x_shape)?;
@@ -182,30 +207,114 @@ pub fn scatter_add(
     let mut os = contiguous_strides(x_shape);
     let ax_stride = os[axis] as i64;
     os[axis] = 0;
-    let args = Args::<3>::new("scatter_add_along_axis", idx_shape, [&os, &idx.strides, &updates.strides])?;
     let cell = check_cell(x, idx, n)?;
     let (t, it) = (codegen::storage(x.dtype), codegen::storage(idx.dtype));
-    let name = format!("ct_scatter_add_{}_{}", codegen::tag(x.dtype), codegen::tag(idx.dtype));
-    let k = dev.kernel(&name, &name, || scatter_add_source(&name, x.dtype, t, it))?;
-    let (mut po, mut pi, mut pu, mut a, mut s, mut nn, mut pb) =
-        (out.ptr(), idx.ptr(), updates.ptr(), args, ax_stride, n as i64, cell.as_ref().map_or(0, CudaData::ptr));
-    let mut params: Vec<*mut c_void> = vec![
-        &mut po as *mut u64 as *mut c_void,
-        &mut pi as *mut u64 as *mut c_void,
-        &mut pu as *mut u64 as *mut c_void,
-        &mut a as *mut Args<3> as *mut c_void,
-        &mut s as *mut i64 as *mut c_void,
-        &mut nn as *mut i64 as *mut c_void,
-        &mut pb as *mut u64 as *mut c_void,
-    ];
-    // SAFETY: the scatter-add kernel takes (out, idx, updates, ct_args<3>, axis stride, axis
-    // length, bad-index cell); `args` describes the live `out`, `idx` and `updates` views it was
-    // built from, and the cell is a live one-element buffer or null (then no cell is written).
-    unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
+    let mut pb = cell.as_ref().map_or(0, CudaData::ptr);
+    let (mut po, mut pi, mut pu, mut s, mut nn) = (out.ptr(), idx.ptr(), updates.ptr(), ax_stride, n as i64);
+    if mode == ScatterMode::Add && !deterministic() {
+        let args = Args::<3>::new(op, idx_shape, [&os, &idx.strides, &updates.strides])?;
+        let name = format!("ct_scatter_add_{}_{}", codegen::tag(x.dtype), codegen::tag(idx.dtype));
+        let k = dev.kernel(&name, &name, || scatter_add_source(&name, x.dtype, t, it))?;
+        let mut a = args;
+        let mut params: Vec<*mut c_void> = vec![
+            &mut po as *mut u64 as *mut c_void,
+            &mut pi as *mut u64 as *mut c_void,
+            &mut pu as *mut u64 as *mut c_void,
+            &mut a as *mut Args<3> as *mut c_void,
+            &mut s as *mut i64 as *mut c_void,
+            &mut nn as *mut i64 as *mut c_void,
+            &mut pb as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: the scatter-add kernel takes (out, idx, updates, ct_args<3>, axis stride, axis
+        // length, bad-index cell); `args` describes the live `out`, `idx` and `updates` views it
+        // was built from, and the cell is a live one-element buffer or null (then no cell is
+        // written).
+        unsafe { dev.launch(k, dev.grid_for(args.n as u64, BLOCK), BLOCK, 0, &mut params) }?;
+    } else {
+        // one lane per position off the axis; each lane's indices are walked in order
+        let mut lane_shape = idx_shape.to_vec();
+        lane_shape[axis] = 1;
+        let lanes = numel(&lane_shape);
+        let mut a = Args::<3>::new(op, &lane_shape, [&os, &idx.strides, &updates.strides])?;
+        let ranges = SCATTER_THREADS.div_ceil(lanes).clamp(1, n);
+        let (mut m, mut chunk, mut nr) = (idx_shape[axis] as i64, n.div_ceil(ranges) as i64, ranges as i64);
+        let (mut idx_ax, mut upd_ax) = (idx.strides[axis] as i64, updates.strides[axis] as i64);
+        let mut inner = numel(&idx_shape[axis + 1..]) as i64;
+        let name = format!(
+            "ct_scatter_{}_{}_{}",
+            if mode == ScatterMode::Add { "add" } else { "put" },
+            codegen::tag(x.dtype),
+            codegen::tag(idx.dtype)
+        );
+        let k = dev.kernel(&name, &name, || ordered_scatter_source(&name, mode, x.dtype, t, it))?;
+        let mut params: Vec<*mut c_void> = vec![
+            &mut po as *mut u64 as *mut c_void,
+            &mut pi as *mut u64 as *mut c_void,
+            &mut pu as *mut u64 as *mut c_void,
+            &mut a as *mut Args<3> as *mut c_void,
+            &mut m as *mut i64 as *mut c_void,
+            &mut idx_ax as *mut i64 as *mut c_void,
+            &mut upd_ax as *mut i64 as *mut c_void,
+            &mut s as *mut i64 as *mut c_void,
+            &mut nn as *mut i64 as *mut c_void,
+            &mut chunk as *mut i64 as *mut c_void,
+            &mut nr as *mut i64 as *mut c_void,
+            &mut inner as *mut i64 as *mut c_void,
+            &mut pb as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: the ordered scatter kernel takes (out, idx, updates, ct_args<3> over the lanes,
+        // lane length, idx and updates strides along the axis, out's axis stride, axis extent,
+        // range length, range count, elements after the axis, bad-index cell), all i64 but the
+        // pointers; `a` describes the lanes of the live `out`, `idx` and `updates` views, whose
+        // strides along the axis are the ones passed, and the cell is live or null.
+        unsafe { dev.launch(k, dev.grid_for((lanes * ranges) as u64, BLOCK), BLOCK, 0, &mut params) }?;
+    }
     if let Some(cell) = &cell {
         report(cell, idx, idx_shape, axis, n)?;
     }
     Ok(out)
+}
+
+/// `out = combine(out, v)` for elements of `d` (C type `st`), where `combine` replaces (`Put`)
+/// or adds as the CPU does (`Add`: integers wrap, bools or, f16/bf16 add in f32 and round).
+fn combine_source(mode: ScatterMode, d: DType, st: &str) -> String {
+    let body = match (mode, d) {
+        (ScatterMode::Put, _) => "*p = v;".to_string(),
+        (_, DType::Bool) => "*p = (u8)((*p | v) != 0 ? 1 : 0);".to_string(),
+        (_, DType::F16) => "*p = ct_f32_to_f16(ct_f16_to_f32(*p) + ct_f16_to_f32(v));".to_string(),
+        (_, DType::BF16) => "*p = ct_f32_to_bf16(ct_bf16_to_f32(*p) + ct_bf16_to_f32(v));".to_string(),
+        (_, DType::F32 | DType::F64) => "*p = *p + v;".to_string(),
+        // integers wrap: add as the unsigned type of the same width
+        _ => format!("*p = ({st})((u64)(i64)*p + (u64)(i64)v);"),
+    };
+    format!("__device__ __forceinline__ void ct_combine({st}* p, {st} v) {{ {body} }}")
+}
+
+/// The C source of the ordered (atomic-free) scatter kernel `name`: thread `t` owns lane
+/// `t % lanes` and the range `t / lanes` of positions along the axis.
+fn ordered_scatter_source(name: &str, mode: ScatterMode, d: DType, t: &str, it: &str) -> String {
+    format!(
+        r#"{PRELUDE}
+{combine}
+extern "C" __global__ void {name}({t}* __restrict__ out, const {it}* __restrict__ idx, const {t}* __restrict__ upd, ct_args<3> g, i64 m, i64 idx_ax, i64 upd_ax, i64 out_ax, i64 n, i64 chunk, i64 ranges, i64 inner, u64* bad) {{
+    CT_LOOP(t, g.n * ranges) {{
+        i64 lane = t % g.n, r = t / g.n;
+        i64 o[3]; ct_offsets<3>(g, lane, o);
+        i64 lo = r * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        const {it}* ip = idx + o[1];
+        const {t}* up = upd + o[2];
+        {t}* op = out + o[0];
+        for (i64 j = 0; j < m; j++) {{
+            i64 k = (i64)ip[j * idx_ax];
+            if (k < 0) k += n;
+            if (k >= lo && k < hi) ct_combine(op + k * out_ax, up[j * upd_ax]);
+            else if ((k < 0 || k >= n) && r == 0 && bad) atomicMin(bad, (u64)((lane / inner) * m * inner + j * inner + lane % inner));
+        }}
+    }}
+}}
+"#,
+        combine = combine_source(mode, d, t)
+    )
 }
 
 /// The C source of the gather kernel `name` for elements of C type `t` and indices of `it`.
@@ -245,7 +354,7 @@ extern "C" __global__ void {name}({t}* out, const {it}* __restrict__ idx, const 
     )
 }
 
-/// Every gather and scatter-add kernel source (each element dtype with each index dtype), for
+/// Every gather and scatter kernel source (each element dtype with each index dtype), for
 /// compile checks.
 pub fn all_sources() -> Vec<(String, String)> {
     let mut v = Vec::new();
@@ -258,6 +367,10 @@ pub fn all_sources() -> Vec<(String, String)> {
             }
             let name = format!("ct_scatter_add_{}_{}", codegen::tag(d), codegen::tag(i));
             v.push((name.clone(), scatter_add_source(&name, d, codegen::storage(d), it)));
+            for (mode, tag) in [(ScatterMode::Add, "add"), (ScatterMode::Put, "put")] {
+                let name = format!("ct_scatter_{tag}_{}_{}", codegen::tag(d), codegen::tag(i));
+                v.push((name.clone(), ordered_scatter_source(&name, mode, d, codegen::storage(d), it)));
+            }
         }
     }
     v

@@ -34,7 +34,7 @@
 //! * **A caching allocator** (`alloc`) over stream-ordered `cuMemAllocAsync`: with one stream a
 //!   freed block can be handed to the next kernel at once. See its docs for the buckets.
 //! * **Determinism**: reductions combine in a fixed tree order that does not depend on the grid
-//!   size; scatter-add of floats uses atomics (documented as order-dependent).
+//!   size; scatters walk each lane's indices in order (the CPU's sums, bit for bit) unless `COTANGENT_DETERMINISTIC=0` opts into atomics.
 pub mod alloc;
 pub mod capture;
 pub mod codegen;
@@ -55,7 +55,7 @@ pub use device::{cuda_available, device, device_count, CudaDevice};
 pub use elementwise::{binary, cast, copy_into, select, to_contiguous, unary};
 pub(crate) use eval::eval;
 pub use eval::HOST_FALLBACKS;
-pub use index::{gather, scatter_add, INDEX_CHECK_WAITS};
+pub use index::{deterministic, gather, scatter, INDEX_CHECK_WAITS};
 pub use matmul::{matmul, set_tf32};
 pub use random::random;
 pub use reduce::{arg_reduce, logsumexp, reduce, scan, softmax};
