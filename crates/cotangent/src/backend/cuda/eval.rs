@@ -14,7 +14,6 @@ use super::{device, elementwise, fused, index, matmul, random, reduce, CudaData}
 use crate::backend::{cpu, Storage};
 use crate::primitive::{Op, Primitive, Spec};
 use crate::primitives::binary::BinaryOp;
-use crate::primitives::index::ScatterMode;
 use crate::shape::contiguous_strides;
 use crate::{Array, Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
