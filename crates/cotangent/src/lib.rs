@@ -99,6 +99,7 @@ pub use ops::{
     arctan2,
     argmax,
     argmin,
+    argsort,
     astype,
     binary,
     // shape
@@ -183,6 +184,7 @@ pub use ops::{
     slice_axis,
     slice_update,
     softmax,
+    sort,
     split,
     sqrt,
     square,
@@ -198,6 +200,7 @@ pub use ops::{
     tanh,
     tensordot,
     tile,
+    topk,
     transpose,
     tri,
     tril,

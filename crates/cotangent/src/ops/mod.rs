@@ -25,6 +25,7 @@ pub mod linalg;
 pub mod random;
 pub mod reduce;
 pub mod shape;
+pub mod sort;
 pub mod unary;
 
 pub use binary::*;
@@ -33,6 +34,7 @@ pub use index::*;
 pub use linalg::*;
 pub use reduce::*;
 pub use shape::*;
+pub use sort::*;
 pub use unary::*;
 
 use crate::dtype::ScalarKind;
