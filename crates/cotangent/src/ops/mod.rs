@@ -19,6 +19,7 @@
 //! result's dtype), name the result's type (`let y: Array = 1.0 - &x;`), or put the array first
 //! (`-&x + 1.0`). Passing the result to a function or an operator needs nothing.
 pub mod binary;
+pub mod conv;
 pub mod creation;
 pub mod index;
 pub mod linalg;
@@ -29,6 +30,7 @@ pub mod sort;
 pub mod unary;
 
 pub use binary::*;
+pub use conv::*;
 pub use creation::*;
 pub use index::*;
 pub use linalg::*;
