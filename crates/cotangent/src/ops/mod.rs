@@ -18,6 +18,7 @@
 //! "type annotations needed". Suffix the literal (`1.0f32 - &x`: the suffix does not change the
 //! result's dtype), name the result's type (`let y: Array = 1.0 - &x;`), or put the array first
 //! (`-&x + 1.0`). Passing the result to a function or an operator needs nothing.
+pub mod attention;
 pub mod binary;
 pub mod conv;
 pub mod creation;
@@ -29,6 +30,7 @@ pub mod shape;
 pub mod sort;
 pub mod unary;
 
+pub use attention::*;
 pub use binary::*;
 pub use conv::*;
 pub use creation::*;
