@@ -177,6 +177,7 @@ pub use ops::{
     round,
     rsqrt,
     scaled_dot_product_attention,
+    scan,
     scatter_add,
     scatter_add_along_axis,
     select,
@@ -217,6 +218,7 @@ pub use ops::{
     ConvOptions,
     IntoOperand,
     Operand,
+    SliceItem,
     SplitSpec,
     TensordotAxes,
 };
