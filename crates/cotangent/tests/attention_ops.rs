@@ -246,3 +246,16 @@ fn attention_rejects_a_mask_that_does_not_broadcast() {
 fn rope_rejects_odd_dims() {
     let _ = ct::rope(&ct::zeros(&[2, 4], DType::F32), 3, false, 10000.0, 1.0, 0);
 }
+
+#[test]
+fn compiled_attention_with_rope_equals_the_eager_one() {
+    let mut rng = Lcg(7);
+    let (q, k, v) = (rng.signed(&[2, 4, 5, 8]), rng.signed(&[2, 2, 5, 8]), rng.signed(&[2, 2, 5, 8]));
+    let f = |a: &[Array]| {
+        let (q, k) = (ct::rope(&a[0], 8, false, 10000.0, 1.0, 3), ct::rope(&a[1], 8, false, 10000.0, 1.0, 3));
+        ct::scaled_dot_product_attention(&q, &k, &a[2], 0.35, AttentionMask::Causal)
+    };
+    let args = [q, k, v];
+    let compiled = ct::compile(f)(&args).unwrap();
+    assert_close(&vals(&compiled[0]), &vals(&f(&args)), 1e-12, "compiled attention");
+}

@@ -195,3 +195,16 @@ fn conv2d_rejects_mixed_dtypes() {
         ConvOptions::default(),
     );
 }
+
+#[test]
+fn compiled_gradient_of_conv2d_equals_the_eager_one() {
+    let mut rng = Lcg(6);
+    let (x, w) = (rng.signed(&[2, 4, 6, 5]), rng.signed(&[4, 2, 3, 3]));
+    let opts = ConvOptions { stride: [2, 1], padding: [1, 1], dilation: [1, 2], groups: 2 };
+    let loss = move |a: &[Array]| ct::conv2d(&a[0], &a[1], opts).square().sum_all();
+    let eager = ct::grad_argnums(loss, &[0, 1])(&[x.clone(), w.clone()]).unwrap();
+    let compiled = ct::compile(ct::grad_argnums(loss, &[0, 1]))(&[x, w]).unwrap();
+    for k in 0..2 {
+        assert_close(&vals(&compiled[k]), &vals(&eager[k]), 1e-12, &format!("gradient {k}"));
+    }
+}

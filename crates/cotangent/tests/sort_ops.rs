@@ -225,3 +225,16 @@ fn argsort_rejects_a_bad_axis() {
 fn sort_rejects_a_scalar() {
     let _ = Array::scalar(1.0f32).sort(0, false);
 }
+
+#[test]
+fn compiled_sort_and_topk_equal_the_eager_ops() {
+    let x = Lcg(9).signed(&[4, 7]);
+    let f = |a: &[Array]| {
+        let (v, i) = a[0].topk(3, -1);
+        vec![a[0].sort(0, false), v, i.astype(DType::F64)]
+    };
+    let got = ct::compile(f)(std::slice::from_ref(&x)).unwrap();
+    for (k, (g, w)) in got.iter().zip(f(std::slice::from_ref(&x))).enumerate() {
+        assert_close(&vals(g), &vals(&w), 0.0, &format!("compiled output {k}"));
+    }
+}
