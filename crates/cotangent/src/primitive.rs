@@ -11,7 +11,7 @@
 //! stay beside the primitive under `primitives/`; each device matches on [`Op`] in one place
 //! (`backend/<device>/`), so adding a device touches no primitive, op or transform.
 use crate::backend::Device;
-use crate::primitives::{binary, fused, graph, index, random, reduce, shape, unary};
+use crate::primitives::{binary, fused, graph, index, random, reduce, shape, sort, unary};
 use crate::{Array, DType, Result, Shape};
 use std::fmt;
 
@@ -112,6 +112,8 @@ pub enum Op<'a> {
     Reduce(&'a reduce::Reduce),
     /// Index of the maximum or minimum along an axis.
     ArgReduce(&'a reduce::ArgReduce),
+    /// The stable sorting permutation along an axis.
+    ArgSort(&'a sort::ArgSort),
     /// `log(sum(exp(x)))` over axes.
     LogSumExp(&'a reduce::LogSumExp),
     /// Softmax along an axis.

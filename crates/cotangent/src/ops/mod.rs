@@ -18,21 +18,31 @@
 //! "type annotations needed". Suffix the literal (`1.0f32 - &x`: the suffix does not change the
 //! result's dtype), name the result's type (`let y: Array = 1.0 - &x;`), or put the array first
 //! (`-&x + 1.0`). Passing the result to a function or an operator needs nothing.
+pub mod attention;
 pub mod binary;
+pub mod control;
+pub mod conv;
 pub mod creation;
 pub mod index;
 pub mod linalg;
 pub mod random;
 pub mod reduce;
 pub mod shape;
+pub mod slicing;
+pub mod sort;
 pub mod unary;
 
+pub use attention::*;
 pub use binary::*;
+pub use control::scan;
+pub use conv::*;
 pub use creation::*;
 pub use index::*;
 pub use linalg::*;
 pub use reduce::*;
 pub use shape::*;
+pub use slicing::*;
+pub use sort::*;
 pub use unary::*;
 
 use crate::dtype::ScalarKind;

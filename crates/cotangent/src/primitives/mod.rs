@@ -8,4 +8,5 @@ pub mod matmul;
 pub mod random;
 pub mod reduce;
 pub mod shape;
+pub mod sort;
 pub mod unary;

@@ -7,7 +7,7 @@
 //! A few things fall back to the host (copy the inputs down, run the CPU kernel, copy the result
 //! up), so every program that runs on the CPU also runs on a GPU, slower where it falls back:
 //! `scatter` in `Put` mode (the last write must win deterministically, which the atomic kernel
-//! does not promise), integer matmul (cuBLAS multiplies floats), random permutations (a sort), and element-wise ops the CUDA code generator has no snippet for in a
+//! does not promise), integer matmul (cuBLAS multiplies floats), random permutations and `argsort` (sorts), and element-wise ops the CUDA code generator has no snippet for in a
 //! given dtype (the CPU then decides whether the op is defined at all). [`HOST_FALLBACKS`]
 //! counts them, so a test or a profile can see that a program stays on the device.
 use super::{device, elementwise, fused, index, matmul, random, reduce, CudaData};
@@ -105,6 +105,8 @@ fn native(op: Op<'_>, inputs: &[Array], outputs: &[Spec]) -> Result<Option<Vec<C
         }
         Op::Reduce(r) => one(dense_as(reduce::reduce(r.op, x()?, xs(), &r.axes)?, out_shape())),
         Op::ArgReduce(r) => one(dense_as(reduce::arg_reduce(r.op, x()?, xs(), r.axis)?, out_shape())),
+        // sorting runs on the host (no CUDA sort kernel yet)
+        Op::ArgSort(_) => Ok(None),
         Op::LogSumExp(l) => one(dense_as(reduce::logsumexp(x()?, xs(), &l.axes)?, out_shape())),
         Op::Softmax(s) => one(reduce::softmax(x()?, xs(), &s.axes)?),
         Op::Scan(s) => one(reduce::scan(s.op, x()?, xs(), s.axis, s.reverse, s.inclusive)?),

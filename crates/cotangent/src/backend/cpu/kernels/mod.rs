@@ -10,6 +10,7 @@ mod matmul;
 mod random;
 mod reduce;
 mod shape;
+mod sort;
 mod unary;
 
 use crate::backend::cpu::Data;
@@ -58,6 +59,7 @@ macro_rules! with_kernel {
             }
             Op::Reduce($k) => $call,
             Op::ArgReduce($k) => $call,
+            Op::ArgSort($k) => $call,
             Op::LogSumExp($k) => $call,
             Op::Softmax($k) => $call,
             Op::Scan($k) => $call,
