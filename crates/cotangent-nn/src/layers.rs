@@ -14,7 +14,7 @@ pub struct Linear {
     /// `[out_features]`, if the layer has a bias.
     pub bias: Option<Array>,
     /// A low-rank adapter added to the output (see [`crate::lora`]); `None` for a plain layer.
-    pub lora: Option<LoraAdapter>,
+    pub lora: Option<Box<LoraAdapter>>,
 }
 
 impl Linear {

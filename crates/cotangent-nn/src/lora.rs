@@ -22,6 +22,13 @@
 //! Dropout: adapters apply dropout only when given a key with [`set_dropout_key`] (a training
 //! step sets a fresh one); without one they are deterministic (evaluation).
 //!
+//! The adapters are parameters of the model ([`Module::parameters`] lists them), so load the
+//! base (`from_pretrained`, [`io::load_into`]) before [`apply`], and [`merge`] before writing
+//! a whole model whose file should hold only the base's names.
+//!
+//! Every computation here is made of existing cotangent ops (matmul, casts, additions,
+//! random masks), so adapters run on whatever device the base's weights are on, CUDA included.
+//!
 //! ```
 //! use cotangent::{self as ct, Array, DType};
 //! use cotangent_nn::{self as nn, lora, Mlp, Activation, Module};
@@ -237,6 +244,20 @@ impl LoraAdapter {
     /// `base + dropout(x) · Aᵀ · Bᵀ · (alpha / r)` for `x: [..., in]` and the base layer's
     /// output `base: [..., out]`, computed in the adapters' dtype and returned in `base`'s.
     /// Dropout applies when the adapter has a key and a positive probability.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::lora::LoraAdapter;
+    /// let mut ad = LoraAdapter::new(&ct::random::key(0), 2, 1, 1, 1.0, DType::F32);
+    /// ad.a = Array::from_slice(&[1.0f32, 1.0], &[1, 2]);
+    /// ad.b = Array::from_slice(&[0.5f32], &[1, 1]);
+    /// // a bf16 base output gets the f32 term and stays bf16
+    /// let base = Array::from_slice(&[1.0f32, 2.0], &[2, 1]).astype(DType::BF16);
+    /// let x = Array::from_slice(&[1.0f32, 1.0, 2.0, 2.0], &[2, 2]).astype(DType::BF16);
+    /// let y = ad.forward(&x, &base);
+    /// assert_eq!(y.dtype(), DType::BF16);
+    /// assert_eq!(y.astype(DType::F32).to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+    /// ```
     #[track_caller]
     pub fn forward(&self, x: &Array, base: &Array) -> Array {
         let (r, in_f, out_f) = (self.rank(), self.a.shape()[1], self.b.shape()[0]);
@@ -349,7 +370,7 @@ pub fn apply<M: Module>(model: &mut M, config: &LoraConfig, key: &Array) -> Resu
             let device = layer.weight.device();
             adapter.a = adapter.a.to_device(device);
             adapter.b = adapter.b.to_device(device);
-            layer.lora = Some(adapter);
+            layer.lora = Some(Box::new(adapter));
             next += 1;
         }
     });
@@ -371,7 +392,7 @@ pub fn adapters<M: Module>(model: &mut M) -> Vec<(String, LoraAdapter)> {
     let mut found = Vec::new();
     for_each_linear(model, |name, layer| {
         if let Some(a) = &layer.lora {
-            found.push((name.to_string(), a.clone()));
+            found.push((name.to_string(), LoraAdapter::clone(a)));
         }
     });
     found
@@ -692,7 +713,7 @@ pub fn load_adapters<M: Module>(model: &mut M, dir: impl AsRef<Path>) -> Result<
             let adapter =
                 LoraAdapter { a: cast(a), b: cast(b), alpha: config.alpha, dropout: config.dropout, key: None };
             arrays.extend([adapter.a.clone(), adapter.b.clone()]);
-            adapter
+            Box::new(adapter)
         });
     });
     ct::eval(&arrays)?;

@@ -117,12 +117,51 @@ pub trait Visitor {
     fn leave(&mut self);
     /// An adapter parameter (a [`crate::lora`] matrix). While a module holds any, its other
     /// parameters are frozen. The default treats it as any other parameter.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::{lora, Activation, Mlp, Module, Visitor};
+    /// /// Names the adapter parameters.
+    /// #[derive(Default)]
+    /// struct Adapters(Vec<String>);
+    /// impl Visitor for Adapters {
+    ///     fn visit_param(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {}
+    ///     fn visit_adapter(&mut self, name: &str, _value: &mut Array, _frozen: bool) {
+    ///         self.0.push(name.to_string());
+    ///     }
+    ///     fn enter(&mut self, _name: &str) {}
+    ///     fn leave(&mut self) {}
+    /// }
+    /// let mut mlp = Mlp::new(&ct::random::key(0), 2, 4, Activation::Relu, DType::F32);
+    /// lora::apply(&mut mlp, &lora::LoraConfig::new(1, 1.0, &["fc2"]), &ct::random::key(1)).unwrap();
+    /// let mut seen = Adapters::default();
+    /// mlp.visit(&mut seen);
+    /// assert_eq!(seen.0, ["lora_A", "lora_B"]);
+    /// ```
     fn visit_adapter(&mut self, name: &str, value: &mut Array, frozen: bool) {
         self.visit_param(name, value, frozen);
     }
     /// A [`Linear`] layer of the current module, shown to traversals that change layers
     /// themselves (adding or merging [`crate::lora`] adapters) before its parameters; called
     /// after [`enter`](Visitor::enter) of the layer's name. The default does nothing.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::{Activation, Linear, Mlp, Module, Visitor};
+    /// /// Drops every Linear layer's bias.
+    /// struct NoBias;
+    /// impl Visitor for NoBias {
+    ///     fn visit_param(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {}
+    ///     fn enter(&mut self, _name: &str) {}
+    ///     fn leave(&mut self) {}
+    ///     fn visit_linear(&mut self, linear: &mut Linear) {
+    ///         linear.bias = None;
+    ///     }
+    /// }
+    /// let mut mlp = Mlp::new(&ct::random::key(0), 2, 3, Activation::Relu, DType::F32);
+    /// mlp.visit(&mut NoBias);
+    /// assert_eq!(mlp.parameters().names(), ["fc1.weight", "fc2.weight"]);
+    /// ```
     fn visit_linear(&mut self, _linear: &mut Linear) {}
 }
 
