@@ -1,16 +1,20 @@
 //! Basic layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`]
 //! and causal [`MultiHeadAttention`]. Each holds its parameters as arrays and implements
 //! [`Module`]; `forward` methods build the lazy graph.
+use crate::lora::LoraAdapter;
 use crate::{activations, init, Module, Visitor};
 use cotangent::{self as ct, Array, DType};
 
-/// `y = x Wᵀ + b`, with `W` of shape `[out, in]` (PyTorch's layout).
+/// `y = x Wᵀ + b`, with `W` of shape `[out, in]` (PyTorch's layout), plus a LoRA adapter's
+/// term when [`lora::apply`](crate::lora::apply) gave it one.
 #[derive(Clone, Debug)]
 pub struct Linear {
     /// `[out_features, in_features]`.
     pub weight: Array,
     /// `[out_features]`, if the layer has a bias.
     pub bias: Option<Array>,
+    /// A low-rank adapter added to the output (see [`crate::lora`]); `None` for a plain layer.
+    pub lora: Option<Box<LoraAdapter>>,
 }
 
 impl Linear {
@@ -20,6 +24,7 @@ impl Linear {
         Linear {
             weight: init::uniform(key, &[out_features, in_features], -a, a, dtype),
             bias: bias.then(|| ct::zeros(&[out_features], dtype)),
+            lora: None,
         }
     }
 
@@ -30,8 +35,12 @@ impl Linear {
         let mut shape = lead.to_vec();
         shape.push(out_f);
         let y = x.reshape_exact(&[lead.iter().product(), in_f]).matmul(&self.weight.t()).reshape_exact(&shape);
-        match &self.bias {
+        let y = match &self.bias {
             Some(b) => y + b,
+            None => y,
+        };
+        match &self.lora {
+            Some(adapter) => adapter.forward(x, &y),
             None => y,
         }
     }
@@ -39,9 +48,14 @@ impl Linear {
 
 impl Module for Linear {
     fn visit(&mut self, v: &mut dyn Visitor) {
+        v.visit_linear(self);
         v.param("weight", &mut self.weight);
         if let Some(b) = &mut self.bias {
             v.param("bias", b);
+        }
+        if let Some(adapter) = &mut self.lora {
+            v.visit_adapter("lora_A", &mut adapter.a, false);
+            v.visit_adapter("lora_B", &mut adapter.b, false);
         }
     }
 }
@@ -66,7 +80,7 @@ impl Embedding {
 
     /// Use the table as an output projection (weight tying): `x Wᵀ`, `[..., dim] -> [..., num]`.
     pub fn as_linear(&self, x: &Array) -> Array {
-        Linear { weight: self.weight.clone(), bias: None }.forward(x)
+        Linear { weight: self.weight.clone(), bias: None, lora: None }.forward(x)
     }
 }
 

@@ -11,6 +11,7 @@
 //!   chunk-recompute custom function ([`gated_delta`]).
 //! - [`qwen3_next`]: Qwen3-Next's Gated DeltaNet and linear-attention decoder layer, with
 //!   Hugging Face parameter names (checkpoints load by name), checked against transformers.
+//! - [`lora`]: LoRA adapters on a frozen base (targets by name pattern, merge, PEFT files).
 //! - [`models`]: whole Qwen3-Next / Qwen3.5 causal LMs from Hugging Face folders (load, logits, loss, generate).
 //! - [`activations`], [`init`]ialisers, [`losses`], [`optim`]izers and schedules, and
 //!   safetensors [`io`].
@@ -39,6 +40,7 @@ pub mod gated_delta;
 pub mod init;
 pub mod io;
 pub mod layers;
+pub mod lora;
 pub mod losses;
 pub mod models;
 pub mod module;

@@ -1,5 +1,5 @@
 //! The [`Module`] trait, freezing, and [`value_and_grad`] over a model's trainable parameters.
-use crate::Tree;
+use crate::{Linear, Tree};
 use cotangent::transforms::IntoOutputs;
 use cotangent::{self as ct, Array, Error, Result};
 use std::collections::HashSet;
@@ -52,6 +52,8 @@ pub trait Module: Clone {
     }
 
     /// The parameters that training changes: all of them except those a [`Freeze`] marks frozen.
+    /// A module holding adapters ([`crate::lora`]) trains only them: every other parameter is
+    /// then frozen.
     fn trainable_parameters(&self) -> Tree {
         collect(self, false)
     }
@@ -113,6 +115,54 @@ pub trait Visitor {
     fn enter(&mut self, name: &str);
     /// The end of the child entered last.
     fn leave(&mut self);
+    /// An adapter parameter (a [`crate::lora`] matrix). While a module holds any, its other
+    /// parameters are frozen. The default treats it as any other parameter.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::{lora, Activation, Mlp, Module, Visitor};
+    /// /// Names the adapter parameters.
+    /// #[derive(Default)]
+    /// struct Adapters(Vec<String>);
+    /// impl Visitor for Adapters {
+    ///     fn visit_param(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {}
+    ///     fn visit_adapter(&mut self, name: &str, _value: &mut Array, _frozen: bool) {
+    ///         self.0.push(name.to_string());
+    ///     }
+    ///     fn enter(&mut self, _name: &str) {}
+    ///     fn leave(&mut self) {}
+    /// }
+    /// let mut mlp = Mlp::new(&ct::random::key(0), 2, 4, Activation::Relu, DType::F32);
+    /// lora::apply(&mut mlp, &lora::LoraConfig::new(1, 1.0, &["fc2"]), &ct::random::key(1)).unwrap();
+    /// let mut seen = Adapters::default();
+    /// mlp.visit(&mut seen);
+    /// assert_eq!(seen.0, ["lora_A", "lora_B"]);
+    /// ```
+    fn visit_adapter(&mut self, name: &str, value: &mut Array, frozen: bool) {
+        self.visit_param(name, value, frozen);
+    }
+    /// A [`Linear`] layer of the current module, shown to traversals that change layers
+    /// themselves (adding or merging [`crate::lora`] adapters) before its parameters; called
+    /// after [`enter`](Visitor::enter) of the layer's name. The default does nothing.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::{Activation, Linear, Mlp, Module, Visitor};
+    /// /// Drops every Linear layer's bias.
+    /// struct NoBias;
+    /// impl Visitor for NoBias {
+    ///     fn visit_param(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {}
+    ///     fn enter(&mut self, _name: &str) {}
+    ///     fn leave(&mut self) {}
+    ///     fn visit_linear(&mut self, linear: &mut Linear) {
+    ///         linear.bias = None;
+    ///     }
+    /// }
+    /// let mut mlp = Mlp::new(&ct::random::key(0), 2, 3, Activation::Relu, DType::F32);
+    /// mlp.visit(&mut NoBias);
+    /// assert_eq!(mlp.parameters().names(), ["fc1.weight", "fc2.weight"]);
+    /// ```
+    fn visit_linear(&mut self, _linear: &mut Linear) {}
 }
 
 impl dyn Visitor + '_ {
@@ -146,12 +196,34 @@ impl Path {
 /// `0..n` (a `Vec` of modules) become lists.
 struct Collect {
     include_frozen: bool,
+    /// Leave out every parameter that is not an adapter (the trainable parameters of a module
+    /// with adapters).
+    adapters_only: bool,
     stack: Vec<(String, Vec<(String, Tree)>)>,
 }
 
+/// Whether a module holds any adapter parameter.
+#[derive(Default)]
+struct HasAdapters(bool);
+
+impl Visitor for HasAdapters {
+    fn visit_param(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {}
+    fn visit_adapter(&mut self, _name: &str, _value: &mut Array, _frozen: bool) {
+        self.0 = true;
+    }
+    fn enter(&mut self, _name: &str) {}
+    fn leave(&mut self) {}
+}
+
 fn collect<M: Module>(module: &M, include_frozen: bool) -> Tree {
-    let mut c = Collect { include_frozen, stack: vec![(String::new(), Vec::new())] };
-    module.clone().visit(&mut c);
+    let mut module = module.clone();
+    let adapters_only = !include_frozen && {
+        let mut has = HasAdapters::default();
+        module.visit(&mut has);
+        has.0
+    };
+    let mut c = Collect { include_frozen, adapters_only, stack: vec![(String::new(), Vec::new())] };
+    module.visit(&mut c);
     let (_, items) = c.stack.pop().expect("the root");
     node(items)
 }
@@ -167,6 +239,12 @@ fn node(items: Vec<(String, Tree)>) -> Tree {
 
 impl Visitor for Collect {
     fn visit_param(&mut self, name: &str, value: &mut Array, frozen: bool) {
+        if self.include_frozen || !(frozen || self.adapters_only) {
+            let top = self.stack.last_mut().expect("the root is never left");
+            top.1.push((name.to_string(), Tree::Leaf(value.clone())));
+        }
+    }
+    fn visit_adapter(&mut self, name: &str, value: &mut Array, frozen: bool) {
         if self.include_frozen || !frozen {
             let top = self.stack.last_mut().expect("the root is never left");
             top.1.push((name.to_string(), Tree::Leaf(value.clone())));
@@ -348,6 +426,14 @@ impl Visitor for MarkFrozen<'_, '_> {
         let full = self.path.join(name);
         let marked = is_under(&full, self.frozen);
         self.inner.visit_param(name, value, frozen || marked);
+    }
+    fn visit_adapter(&mut self, name: &str, value: &mut Array, frozen: bool) {
+        let full = self.path.join(name);
+        let marked = is_under(&full, self.frozen);
+        self.inner.visit_adapter(name, value, frozen || marked);
+    }
+    fn visit_linear(&mut self, linear: &mut Linear) {
+        self.inner.visit_linear(linear);
     }
     fn enter(&mut self, name: &str) {
         self.path.0.push(name.to_string());
