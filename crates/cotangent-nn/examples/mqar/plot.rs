@@ -56,6 +56,23 @@ pub fn write_png(path: &str, title: &str, losses: &[(usize, f64)], accs: &[(usiz
     Ok(())
 }
 
+/// Writes one curve against the training step to `path` (640×440 pixels): the loss curve of
+/// `qwen3_next_finetune`, say.
+#[allow(dead_code)] // the mqar example draws two panels with `write_png`
+pub fn write_curve_png(path: &str, title: &str, name: &str, data: &[(usize, f64)]) -> Result<(), Error> {
+    let root = BitMapBackend::new(path, (640, 440)).into_drawing_area();
+    root.fill(&WHITE)?;
+    text(&root, title, (320, 12), 2, (0.5, 0.0), false, &BLACK)?;
+    let area = root.margin(36, 0, 0, 0);
+    let steps = data.last().map_or(1, |l| l.0).max(1);
+    let max = data.iter().map(|l| l.1).fold(0.0, f64::max);
+    let panel =
+        Panel { name, y_label: name, y_max: nice_max(max), color: RED, dots: false, marks: &[], data: data.to_vec() };
+    draw_panel(&area, &panel, steps)?;
+    root.present()?;
+    Ok(())
+}
+
 fn draw_panel(area: &DrawingArea<BitMapBackend, Shift>, p: &Panel, steps: usize) -> Result<(), Error> {
     let (x_ticks, y_ticks) = (ticks(steps as f64), ticks(p.y_max));
     let mut chart = ChartBuilder::on(area)

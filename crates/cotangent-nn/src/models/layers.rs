@@ -3,7 +3,7 @@
 //! block, and the decoder layer around them.
 use super::cache::{AttentionCache, LayerCache, LinearCache};
 use super::config::{LayerType, ModelConfig};
-use crate::gated_delta::segment_function;
+use crate::gated_delta::{gated_delta_recurrent, segment_function, RecurrenceMode};
 use crate::qwen3_next::{
     l2norm, CausalDepthwiseConv1d, Qwen3NextConfig, Qwen3NextGatedDeltaNet, Qwen3NextMlp, Qwen3NextRMSNorm,
     Qwen3NextRMSNormGated,
@@ -348,6 +348,9 @@ impl LinearAttention {
             .unwrap_or_else(|| ct::zeros(&[b, hv, dk, dv], DType::F32).to_device(x.device()));
         let (core, state) = if t == 1 {
             recurrent_step(&q, &k, &v, &log_g, &beta, &s0)
+        } else if cache.is_none() && c.recurrence == RecurrenceMode::Recurrent {
+            // op by op from the zero state (no cache wants the final state)
+            (gated_delta_recurrent(&q, &k, &v, &log_g, &beta), s0)
         } else {
             chunked(&q, &k, &v, &log_g, &beta, &s0, 64)?
         };

@@ -43,7 +43,7 @@ pub use layers::{
 
 use crate::losses::{cross_entropy, Reduction};
 use crate::qwen3_next::Qwen3NextRMSNorm;
-use crate::{Embedding, Linear, Module, Visitor};
+use crate::{Embedding, Linear, Module, RecurrenceMode, Visitor};
 use cotangent::{self as ct, Array, DType, Error, Result};
 use std::collections::HashMap;
 use std::path::Path;
@@ -114,6 +114,9 @@ pub struct CausalLm {
     pub norm: Qwen3NextRMSNorm,
     /// The output head, `None` when tied to the embedding.
     pub lm_head: Option<Linear>,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (see [`CausalLm::set_gradient_checkpointing`]).
+    pub gradient_checkpointing: bool,
 }
 
 impl Module for CausalLm {
@@ -165,6 +168,72 @@ impl CausalLm {
             lm_head: (!config.tie_word_embeddings)
                 .then(|| Linear::new(&keys[1], config.hidden_size, config.vocab_size, false, dtype)),
             config,
+            gradient_checkpointing: false,
+        }
+    }
+
+    /// Turn per-decoder-layer gradient checkpointing on or off. When on, each layer's forward
+    /// without a cache runs inside [`ct::checkpoint`]: the forward pass keeps only the layer's
+    /// input and output, and the backward pass recomputes the layer, so activation memory no
+    /// longer grows with the number of layers (one layer's activations at a time, plus each
+    /// layer's `[B, T, hidden]` input). Losses and gradients are the same as without (on the
+    /// CPU bit for bit); a step costs about one more forward pass. Generation with a cache is
+    /// unaffected.
+    ///
+    /// The layer's trainable parameters (those not marked frozen by the layer itself, e.g. by
+    /// LoRA) are the checkpointed function's inputs; frozen ones are constants, so no gradient
+    /// is computed for them.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::models::{CausalLm, ModelConfig};
+    /// use cotangent_nn::{self as nn, Module};
+    /// let config = ModelConfig::from_json(r#"{"model_type": "qwen3_5_text", "vocab_size": 16,
+    ///   "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+    ///   "num_key_value_heads": 1, "head_dim": 8, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+    ///   "linear_key_head_dim": 4, "linear_value_head_dim": 4, "full_attention_interval": 2}"#)?;
+    /// let mut model = CausalLm::new(&ct::random::key(0), config, DType::F32);
+    /// let ids = Array::from_slice(&[1i64, 2, 3, 4, 5], &[1, 5]);
+    /// let vg = nn::value_and_grad(|m: &CausalLm, b: &[Array]| m.loss(&b[0], &b[0]));
+    /// let (plain, _) = vg(&model, &[ids.clone()])?;
+    /// model.set_gradient_checkpointing(true);
+    /// let (checkpointed, _) = vg(&model, &[ids])?;
+    /// assert_eq!(plain[0].item::<f32>()?, checkpointed[0].item::<f32>()?);
+    /// # Ok::<(), ct::Error>(())
+    /// ```
+    pub fn set_gradient_checkpointing(&mut self, on: bool) {
+        self.gradient_checkpointing = on;
+    }
+
+    /// Evaluate the Gated DeltaNet layers' recurrence (without a cache) as `mode` says:
+    /// [`RecurrenceMode::Recurrent`] runs it op by op (the backward pass keeps every step's
+    /// state: memory grows with `T · d_k · d_v` per head), any [`RecurrenceMode::Chunked`] runs
+    /// the chunk-recomputing custom functions (chunks of 64 steps; the default). For
+    /// measurements and checks; the results agree to rounding.
+    ///
+    /// ```
+    /// use cotangent::{self as ct, Array, DType};
+    /// use cotangent_nn::models::{CausalLm, ModelConfig};
+    /// use cotangent_nn::RecurrenceMode;
+    /// let config = ModelConfig::from_json(r#"{"model_type": "qwen3_5_text", "vocab_size": 16,
+    ///   "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+    ///   "num_key_value_heads": 1, "head_dim": 8, "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+    ///   "linear_key_head_dim": 4, "linear_value_head_dim": 4, "full_attention_interval": 2}"#)?;
+    /// let mut model = CausalLm::new(&ct::random::key(0), config, DType::F64);
+    /// let ids = Array::from_slice(&[1i64, 2, 3, 4, 5], &[1, 5]);
+    /// let chunked = model.logits(&ids)?.to_vec::<f32>()?;
+    /// model.set_recurrence(RecurrenceMode::Recurrent);
+    /// let stepped = model.logits(&ids)?.to_vec::<f32>()?;
+    /// assert!(chunked.iter().zip(&stepped).all(|(a, b)| (a - b).abs() < 1e-4));
+    /// # Ok::<(), ct::Error>(())
+    /// ```
+    pub fn set_recurrence(&mut self, mode: RecurrenceMode) {
+        for layer in &mut self.layers {
+            match &mut layer.mixer {
+                Mixer::Linear(LinearAttention::Fused(l)) => l.config.recurrence = mode,
+                Mixer::Linear(LinearAttention::Split(l)) => l.config.recurrence = mode,
+                Mixer::Full(_) => {}
+            }
         }
     }
 
@@ -203,8 +272,11 @@ impl CausalLm {
         let offset = cache.as_ref().map_or(0, |c| c.offset);
         let mut h = self.embed_tokens.forward(ids);
         for (i, layer) in self.layers.iter().enumerate() {
-            let lc = cache.as_mut().map(|c| &mut c.layers[i]);
-            h = layer.forward(&h, offset, lc)?;
+            h = match cache.as_mut() {
+                Some(c) => layer.forward(&h, offset, Some(&mut c.layers[i]))?,
+                None if self.gradient_checkpointing => checkpointed_layer(layer, &h)?,
+                None => layer.forward(&h, offset, None)?,
+            };
         }
         if let Some(c) = cache {
             c.offset += ids.shape()[1];
@@ -373,6 +445,21 @@ impl CausalLm {
         let n = out[0].len();
         Ok(Array::from_vec(out.into_iter().flatten().collect::<Vec<i64>>(), &[b, n]))
     }
+}
+
+/// `layer.forward(x)` (no cache, positions from 0) inside [`ct::checkpoint`], with the layer's
+/// trainable parameters as the checkpointed function's inputs.
+fn checkpointed_layer(layer: &DecoderLayer, x: &Array) -> Result<Array> {
+    let trainable = layer.trainable_parameters();
+    let mut args = vec![x.clone()];
+    args.extend(trainable.leaves());
+    let template = layer.clone();
+    let f = ct::checkpoint(move |xs: &[Array]| -> Result<Vec<Array>> {
+        let mut l = template.clone();
+        l.update(&trainable.with_leaves(xs[1..].to_vec())?)?;
+        Ok(vec![l.forward(&xs[0], 0, None)?])
+    });
+    Ok(f(&args)?.remove(0))
 }
 
 /// How [`CausalLm::generate`] picks tokens.
