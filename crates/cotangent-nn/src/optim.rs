@@ -5,7 +5,7 @@
 //! the new parameters (lazy arrays); evaluate them, and the state, once per step — e.g. with
 //! [`Optimizer::update`], which also writes them into a model.
 //!
-//! The learning rate is a plain field (`opt.lr`): set it from a schedule each step.
+//! Set the learning rate from a schedule each step: `opt.lr` for [`Sgd`] and [`Adam`], [`AdamW::set_lr`] for AdamW.
 use crate::{Module, Tree};
 use cotangent::{self as ct, Array, Result};
 
