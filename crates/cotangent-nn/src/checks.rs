@@ -42,11 +42,7 @@ pub(crate) fn rank_at_least(layer: &str, (many, one): Noun, x: &Array, ndim: usi
 #[track_caller]
 pub(crate) fn float(layer: &str, (many, one): Noun, x: &Array) {
     if !x.dtype().is_float() {
-        panic!(
-            "{layer} expects floating-point {many}, but got {one} of dtype {} (shape {:?})",
-            x.dtype(),
-            x.shape()
-        );
+        panic!("{layer} expects floating-point {many}, but got {one} of dtype {} (shape {:?})", x.dtype(), x.shape());
     }
 }
 
@@ -78,10 +74,6 @@ pub(crate) fn axis(layer: &str, noun: Noun, x: &Array, axis: isize) {
     let one = noun.1;
     let n = x.ndim() as isize;
     if !(-n..n).contains(&axis) {
-        panic!(
-            "{layer} expects an axis in {}..{n}, but got axis {axis} for {one} of shape {:?}",
-            -n,
-            x.shape()
-        );
+        panic!("{layer} expects an axis in {}..{n}, but got axis {axis} for {one} of shape {:?}", -n, x.shape());
     }
 }

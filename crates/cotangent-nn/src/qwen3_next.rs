@@ -28,8 +28,8 @@
 //! let x = ct::random::normal(&ct::random::key(1), &[2, 10, 32], DType::F32);
 //! assert_eq!(layer.forward(&x).unwrap().shape(), &[2, 10, 32]);
 //! ```
-use crate::gated_delta::{causal_conv1d, gated_delta_chunked, gated_delta_recurrent, RecurrenceMode};
 use crate::checks::{self, INPUT};
+use crate::gated_delta::{causal_conv1d, gated_delta_chunked, gated_delta_recurrent, RecurrenceMode};
 use crate::{activations, init, Linear, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Error, Result};
 

@@ -216,7 +216,10 @@ fn save_with_prefix_round_trips_through_load_into_with_prefix() {
     assert_eq!(names, want, "every parameter, prefixed, in the model's order");
 
     let mut back = Qwen3NextDecoderLayer::new(&ct::random::key(1), Qwen3NextConfig::small(16), DType::F32);
-    assert_ne!(back.parameters().leaves()[1].to_vec::<f32>().unwrap(), layer.parameters().leaves()[1].to_vec::<f32>().unwrap());
+    assert_ne!(
+        back.parameters().leaves()[1].to_vec::<f32>().unwrap(),
+        layer.parameters().leaves()[1].to_vec::<f32>().unwrap()
+    );
     load_into_with_prefix(&mut back, &path, "model.layers.3.").unwrap();
     for ((name, a), (_, b)) in layer.parameters().flatten().iter().zip(back.parameters().flatten()) {
         assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap(), "{name}");

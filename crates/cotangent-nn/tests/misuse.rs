@@ -87,7 +87,10 @@ fn embedding_wants_integer_ids() {
 #[test]
 fn norms_name_their_width() {
     let ln = LayerNorm::new(5, 1e-5, true, DType::F32);
-    panics_here!(ln.forward(&zeros(&[2, 4])), "LayerNorm expects inputs whose last axis is dim = 5, but got an input of shape [2, 4]");
+    panics_here!(
+        ln.forward(&zeros(&[2, 4])),
+        "LayerNorm expects inputs whose last axis is dim = 5, but got an input of shape [2, 4]"
+    );
     let rms = RMSNorm::new(5, 1e-5, DType::F32);
     panics_here!(rms.forward(&zeros(&[5, 2])), "RMSNorm expects inputs whose last axis is dim = 5", "[5, 2]");
     panics_here!(
@@ -100,7 +103,10 @@ fn norms_name_their_width() {
 fn dropout_mlp_and_attention() {
     panics_here!(Dropout::new(1.5), "Dropout expects a drop probability p in [0, 1), but got p = 1.5");
     let mlp = Mlp::new(&key(0), 4, 8, Activation::Gelu, DType::F32);
-    panics_here!(mlp.forward(&zeros(&[3, 8])), "Mlp expects inputs whose last axis is dim = 4, but got an input of shape [3, 8]");
+    panics_here!(
+        mlp.forward(&zeros(&[3, 8])),
+        "Mlp expects inputs whose last axis is dim = 4, but got an input of shape [3, 8]"
+    );
     panics_here!(
         MultiHeadAttention::new(&key(0), 6, 4, DType::F32),
         "MultiHeadAttention expects num_heads to divide dim, but got num_heads = 4 and dim = 6"
@@ -185,15 +191,24 @@ fn qwen3_next_layers_name_their_sizes() {
         conv.forward(&zeros(&[2, 6])),
         "CausalDepthwiseConv1d expects inputs of shape [batch, time, channels], but got an input of shape [2, 6]"
     );
-    panics_here!(conv.forward(&zeros(&[1, 2, 5])), "CausalDepthwiseConv1d expects inputs whose last axis is channels = 6");
+    panics_here!(
+        conv.forward(&zeros(&[1, 2, 5])),
+        "CausalDepthwiseConv1d expects inputs whose last axis is channels = 6"
+    );
     let net = Qwen3NextGatedDeltaNet::new(&key(0), c, DType::F32);
     panics_here!(
         net.forward(&zeros(&[3, 16])),
         "Qwen3NextGatedDeltaNet expects inputs of shape [batch, time, hidden_size], but got an input of shape [3, 16]"
     );
-    panics_here!(net.forward(&zeros(&[1, 3, 12])), "Qwen3NextGatedDeltaNet expects inputs whose last axis is hidden_size = 16");
+    panics_here!(
+        net.forward(&zeros(&[1, 3, 12])),
+        "Qwen3NextGatedDeltaNet expects inputs whose last axis is hidden_size = 16"
+    );
     let layer = Qwen3NextDecoderLayer::new(&key(1), c, DType::F32);
-    panics_here!(layer.forward(&zeros(&[1, 3, 32])), "Qwen3NextDecoderLayer expects inputs whose last axis is hidden_size = 16");
+    panics_here!(
+        layer.forward(&zeros(&[1, 3, 32])),
+        "Qwen3NextDecoderLayer expects inputs whose last axis is hidden_size = 16"
+    );
     let mlp = Qwen3NextMlp::new(&key(2), 16, 32, DType::F32);
     panics_here!(mlp.forward(&zeros(&[32])), "Qwen3NextMlp expects inputs whose last axis is hidden_size = 16");
     let mut bad = c;

@@ -21,7 +21,10 @@ fn normal(i: u64, shape: &[usize], scale: f64) -> Array {
 }
 
 /// `|∇L · d − FD| / |∇L · d|` for `loss` at `primals` along a random direction.
-fn directional_error(loss: impl Fn(&[Array]) -> Result<Array> + Send + Sync + Clone + 'static, primals: &[Array]) -> f64 {
+fn directional_error(
+    loss: impl Fn(&[Array]) -> Result<Array> + Send + Sync + Clone + 'static,
+    primals: &[Array],
+) -> f64 {
     let h = 2.5e-6;
     let dirs: Vec<Array> = primals.iter().enumerate().map(|(i, p)| normal(500 + i as u64, p.shape(), 1.0)).collect();
     let l = loss.clone();
@@ -89,7 +92,11 @@ fn an_f64_qwen3_next_decoder_layer_matches_finite_differences() {
 
 #[test]
 fn the_models_linear_attention_in_f64_matches_finite_differences() {
-    let attn = LinearAttention::Fused(Qwen3NextGatedDeltaNet::new(&ct::random::key(7), config(RecurrenceMode::Chunked(64)), DType::F64));
+    let attn = LinearAttention::Fused(Qwen3NextGatedDeltaNet::new(
+        &ct::random::key(7),
+        config(RecurrenceMode::Chunked(64)),
+        DType::F64,
+    ));
     let (loss, params) = module_loss(&attn, &[1, 6, 16], |m, x| m.forward(x, None));
     let primals: Vec<Array> = std::iter::once(normal(8, &[1, 6, 16], 1.0)).chain(params).collect();
     let err = directional_error(loss, &primals);
@@ -108,11 +115,15 @@ fn the_f64_gated_delta_rule_matches_finite_differences() {
     ];
     let w = normal(15, &[b, h, t, dv], 1.0);
     let w2 = w.clone();
-    let chunked =
-        move |x: &[Array]| -> Result<Array> { Ok((gated_delta_chunked(&x[0], &x[1], &x[2], &x[3], &x[4], 4)? * &w).sum_all()) };
-    let recurrent =
-        move |x: &[Array]| -> Result<Array> { Ok((gated_delta_recurrent(&x[0], &x[1], &x[2], &x[3], &x[4]) * &w2).sum_all()) };
-    for (name, err) in [("chunked", directional_error(chunked, &primals)), ("recurrent", directional_error(recurrent, &primals))] {
+    let chunked = move |x: &[Array]| -> Result<Array> {
+        Ok((gated_delta_chunked(&x[0], &x[1], &x[2], &x[3], &x[4], 4)? * &w).sum_all())
+    };
+    let recurrent = move |x: &[Array]| -> Result<Array> {
+        Ok((gated_delta_recurrent(&x[0], &x[1], &x[2], &x[3], &x[4]) * &w2).sum_all())
+    };
+    for (name, err) in
+        [("chunked", directional_error(chunked, &primals)), ("recurrent", directional_error(recurrent, &primals))]
+    {
         assert!(err < TOLERANCE, "{name}: relative error {err:e}");
     }
 }

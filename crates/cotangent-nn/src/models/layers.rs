@@ -5,8 +5,8 @@ use super::cache::{AttentionCache, LayerCache, LinearCache};
 use super::config::{LayerType, ModelConfig};
 use crate::gated_delta::segment_function;
 use crate::qwen3_next::{
-    compute_dtype, l2norm, CausalDepthwiseConv1d, Qwen3NextConfig, Qwen3NextGatedDeltaNet, Qwen3NextMlp, Qwen3NextRMSNorm,
-    Qwen3NextRMSNormGated,
+    compute_dtype, l2norm, CausalDepthwiseConv1d, Qwen3NextConfig, Qwen3NextGatedDeltaNet, Qwen3NextMlp,
+    Qwen3NextRMSNorm, Qwen3NextRMSNormGated,
 };
 use crate::{activations, init, Linear, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Result};

@@ -189,7 +189,11 @@ pub(crate) fn run_lazily(name: &str, body: ForwardFn, inputs: &[Array]) -> Resul
 pub(crate) fn call_custom(rules: &Arc<CustomRules>, args: &[Array]) -> Result<Vec<Array>> {
     let outs = run_lazily(&rules.name, rules.forward.clone(), args)?;
     if outs.is_empty() {
-        return Err(rule_error(rules, "forward", "returned no outputs, but a custom function needs at least one".into()));
+        return Err(rule_error(
+            rules,
+            "forward",
+            "returned no outputs, but a custom function needs at least one".into(),
+        ));
     }
     let ys: Vec<Array> = outs.iter().map(super::stop_gradient).collect();
     let specs = ys.iter().map(|y| y.spec().clone()).collect();
