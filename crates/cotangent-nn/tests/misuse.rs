@@ -30,7 +30,7 @@ fn panic_of(f: impl FnOnce()) -> (String, String, u32) {
     }));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     panic::set_hook(previous);
-    let payload = result.err().expect("the call should have panicked");
+    let payload = result.expect_err("the call should have panicked");
     let message = payload
         .downcast_ref::<String>()
         .cloned()

@@ -685,6 +685,9 @@ fn laziness_does_not_depend_on_other_threads() {
     assert_eq!(calls.load(Ordering::SeqCst), 20, "the vjp rule ran more than once per vjp");
 }
 
+/// A built custom function, boxed.
+type BoxedFn = Box<dyn Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync>;
+
 /// `message` is `the {rule} of custom function `{name}` (built at {this file}:{line}:COLUMN) {rest}`.
 fn assert_rule_sentence(message: &str, rule: &str, name: &str, line: u32, rest: &str) {
     let head = format!("the {rule} of custom function `{name}` (built at {}:{line}:", file!());
@@ -699,7 +702,7 @@ fn assert_rule_sentence(message: &str, rule: &str, name: &str, line: u32, rest: 
 fn rule_errors_are_sentences_that_name_the_line_that_built_the_function() {
     let x = Array::from_slice(&[1.0f64, 2.0], &[2]);
     let y = Array::from_slice(&[3.0f64, 4.0], &[2]);
-    let grad_of = |f: Box<dyn Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync>| {
+    let grad_of = |f: BoxedFn| {
         let g = ct::grad(move |a: &[Array]| Ok::<_, ct::Error>(f(a)?[0].sum_all()));
         g(&[x.clone(), y.clone()]).unwrap_err().to_string()
     };

@@ -66,7 +66,7 @@ fn panic_of(f: impl FnOnce()) -> (String, String, u32) {
     }));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     std::panic::set_hook(previous);
-    let payload = result.err().expect("the call should have panicked");
+    let payload = result.expect_err("the call should have panicked");
     let message = payload
         .downcast_ref::<String>()
         .cloned()
@@ -133,7 +133,6 @@ fn integers_that_fit_keep_working_at_the_edges_of_each_dtype() {
     assert_eq!((&i32s + i32::MIN as i64 + 1).to_vec::<i32>().unwrap(), vec![i32::MIN + 1, i32::MIN]);
     let u8s = Array::from_slice(&[0u8, 5], &[2]);
     assert_eq!((&u8s + 255).to_vec::<u8>().unwrap(), vec![255, 4], "in-range operands still wrap like numpy's uint8");
-    assert_eq!((&u8s * 0).to_vec::<u8>().unwrap(), vec![0, 0]);
     let i64s = Array::from_slice(&[1i64], &[1]);
     assert_eq!((&i64s + 3_000_000_000i64).to_vec::<i64>().unwrap(), vec![3_000_000_001]);
     // a cast makes room, as the message says
