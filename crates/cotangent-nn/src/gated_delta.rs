@@ -19,6 +19,7 @@
 //! outputs with [`ct::depends`] — instead of storing its intermediates. Only the
 //! segment-boundary states are kept between the forward and backward pass. ([`chunk_function`]
 //! is the same pattern one chunk per call: simpler, but several times the kernel launches.)
+use crate::checks::{self, INPUT};
 use crate::layers::Linear;
 use crate::{activations, init, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Result};
@@ -213,9 +214,44 @@ pub fn segment_function() -> ChunkFn {
     .clone()
 }
 
+/// Panic (at the caller's line) unless `q, k: [B, H, T, d_k]`, `v: [B, H, T, d_v]` and
+/// `log_g, beta: [B, H, T]` all have one float dtype.
+#[track_caller]
+fn check_rule_inputs(op: &str, q: &Array, k: &Array, v: &Array, log_g: &Array, beta: &Array) {
+    checks::rank(op, ("queries q", "queries q"), q, 4, "[batch, heads, time, d_k]");
+    let bht = &q.shape()[..3];
+    let (d_k, d_v) = (q.shape()[3], v.shape().last().copied().unwrap_or(0));
+    let expected = [
+        ("keys k", k, [bht, &[d_k]].concat(), "[batch, heads, time, d_k]"),
+        ("values v", v, [bht, &[d_v]].concat(), "[batch, heads, time, d_v]"),
+        ("log decays log_g", log_g, bht.to_vec(), "[batch, heads, time]"),
+        ("write strengths beta", beta, bht.to_vec(), "[batch, heads, time]"),
+    ];
+    for (what, x, want, layout) in expected {
+        if x.shape() != want.as_slice() {
+            panic!(
+                "{op} expects {what} of shape {layout} = {want:?} (from the queries' shape {:?}), but got {what} of \
+                 shape {:?}",
+                q.shape(),
+                x.shape()
+            );
+        }
+    }
+    let dtypes = [q.dtype(), k.dtype(), v.dtype(), log_g.dtype(), beta.dtype()];
+    if !q.dtype().is_float() || dtypes.iter().any(|&d| d != q.dtype()) {
+        panic!(
+            "{op} expects q, k, v, log_g and beta of one float dtype, but got {}, {}, {}, {} and {}",
+            dtypes[0], dtypes[1], dtypes[2], dtypes[3], dtypes[4]
+        );
+    }
+}
+
 /// The recurrence step by step. `q, k: [B, H, T, d_k]`, `v: [B, H, T, d_v]`,
-/// `log_g, beta: [B, H, T]`; returns `y: [B, H, T, d_v]`.
+/// `log_g, beta: [B, H, T]`, all of one float dtype; returns `y: [B, H, T, d_v]`. Panics if
+/// the shapes or dtypes do not fit together.
+#[track_caller]
 pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, beta: &Array) -> Array {
+    check_rule_inputs("gated_delta_recurrent", q, k, v, log_g, beta);
     let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
     let dv = v.shape()[3];
     let mut s = ct::zeros(&[b, h, dk, dv], q.dtype()).to_device(q.device());
@@ -237,7 +273,8 @@ pub fn gated_delta_recurrent(q: &Array, k: &Array, v: &Array, log_g: &Array, bet
 
 /// The recurrence in chunks of `chunk` steps (the last chunk may be shorter), in segments of
 /// [`SEGMENT_STEPS`] steps, each a call of [`segment_function`]. Same inputs and result as
-/// [`gated_delta_recurrent`].
+/// [`gated_delta_recurrent`]; panics as it does.
+#[track_caller]
 pub fn gated_delta_chunked(
     q: &Array,
     k: &Array,
@@ -264,6 +301,7 @@ pub fn gated_delta_chunked(
 /// let want = gated_delta_recurrent(&q, &k, &v, &log_g, &beta);
 /// assert!((&y - &want).abs().max_all().item::<f64>().unwrap() < 1e-12);
 /// ```
+#[track_caller]
 pub fn gated_delta_segmented(
     q: &Array,
     k: &Array,
@@ -273,7 +311,8 @@ pub fn gated_delta_segmented(
     chunk: usize,
     segment_steps: usize,
 ) -> Result<Array> {
-    assert!(chunk > 0, "cotangent_nn::gated_delta_chunked: chunk size must be positive");
+    assert!(chunk > 0, "gated_delta_chunked expects a positive chunk size, but got chunk = 0");
+    check_rule_inputs("gated_delta_chunked", q, k, v, log_g, beta);
     let (b, h, t, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
     let dv = v.shape()[3];
     let f = segment_function();
@@ -305,8 +344,21 @@ pub fn gated_delta_segmented(
 }
 
 /// A depthwise causal convolution over time: `y_t = Σ_m w[:, m] x_{t-K+1+m}` with zero
-/// padding on the left; `x: [B, T, C]`, `w: [C, K]`.
+/// padding on the left; `x: [B, T, C]`, `w: [C, K]`. Panics unless the shapes fit and
+/// `K > 0`.
+#[track_caller]
 pub fn causal_conv1d(x: &Array, w: &Array) -> Array {
+    checks::rank("causal_conv1d", INPUT, x, 3, "[batch, time, channels]");
+    checks::rank("causal_conv1d", ("weights", "weights"), w, 2, "[channels, kernel]");
+    if w.shape()[0] != x.shape()[2] || w.shape()[1] == 0 {
+        panic!(
+            "causal_conv1d expects weights of shape [channels, kernel] = [{}, kernel > 0] for an input of shape {:?}, \
+             but got weights of shape {:?}",
+            x.shape()[2],
+            x.shape(),
+            w.shape()
+        );
+    }
     let (t, kernel) = (x.shape()[1] as isize, w.shape()[1]);
     let xp = x.pad(&[(0, 0), (kernel - 1, 0), (0, 0)], 0.0);
     let wt = w.t(); // [K, C]
@@ -335,11 +387,12 @@ pub struct GatedDeltaNetConfig {
 
 impl GatedDeltaNetConfig {
     /// `num_heads` heads of width `dim / num_heads` for keys and values, a convolution of
-    /// kernel 4, chunks of 16 steps.
+    /// kernel 4, chunks of 16 steps. Panics unless `num_heads` divides `dim`.
+    #[track_caller]
     pub fn new(dim: usize, num_heads: usize) -> Self {
         assert!(
             num_heads > 0 && dim.is_multiple_of(num_heads),
-            "cotangent_nn::GatedDeltaNetConfig: {num_heads} heads do not divide dim {dim}"
+            "GatedDeltaNetConfig expects num_heads to divide dim, but got num_heads = {num_heads} and dim = {dim}"
         );
         GatedDeltaNetConfig {
             dim,
@@ -422,9 +475,13 @@ impl GatedDeltaNet {
         }
     }
 
-    /// Apply to `x: [B, T, dim]`.
+    /// Apply to `x: [B, T, dim]`. Panics unless `x` is a float array of that shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let c = self.config;
+        checks::float("GatedDeltaNet", INPUT, x);
+        checks::rank("GatedDeltaNet", INPUT, x, 3, "[batch, time, dim]");
+        checks::last_axis("GatedDeltaNet", INPUT, x, "dim", c.dim);
         let (b, t) = (x.shape()[0], x.shape()[1]);
         let (h, dk, dv) = (c.num_heads, c.head_dim_k, c.head_dim_v);
         let (mut q, mut k, mut v) = (self.q_proj.forward(x), self.k_proj.forward(x), self.v_proj.forward(x));

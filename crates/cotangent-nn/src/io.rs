@@ -80,9 +80,18 @@ pub fn to_safetensors_bytes_with_metadata(
     float_dtype: Option<DType>,
     metadata: &HashMap<String, String>,
 ) -> Result<Vec<u8>> {
-    let flat = tree.flatten();
+    named_to_safetensors_bytes(&tree.flatten(), float_dtype, metadata)
+}
+
+/// Serialize `(name, array)` pairs, in this order, to safetensors bytes (the order is kept in
+/// the metadata, as for a tree).
+fn named_to_safetensors_bytes(
+    flat: &[(String, Array)],
+    float_dtype: Option<DType>,
+    metadata: &HashMap<String, String>,
+) -> Result<Vec<u8>> {
     let mut owned = Vec::with_capacity(flat.len());
-    for (name, a) in &flat {
+    for (name, a) in flat {
         let a = match float_dtype {
             Some(d) if a.dtype().is_float() => a.astype(d),
             _ => a.clone(),
@@ -128,7 +137,40 @@ pub fn save_with_metadata(
     metadata: &HashMap<String, String>,
 ) -> Result<()> {
     let bytes = to_safetensors_bytes_with_metadata(tree, float_dtype, metadata)?;
-    std::fs::write(path.as_ref(), bytes).map_err(|e| Error::Io(format!("writing {}: {e}", path.as_ref().display())))
+    write_file(path.as_ref(), bytes)
+}
+
+fn write_file(path: &Path, bytes: Vec<u8>) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|e| Error::Io(format!("writing {}: {e}", path.display())))
+}
+
+/// Save the parameters of `model` (frozen ones included) to a safetensors file, each named
+/// `prefix` + its parameter name: the counterpart of [`load_into_with_prefix`], e.g. to write
+/// one decoder layer under `"model.layers.3."`. Float parameters are converted to
+/// `float_dtype` if given.
+///
+/// ```
+/// use cotangent::{self as ct, DType};
+/// use cotangent_nn::{io, Linear, Module};
+/// let path = std::env::temp_dir().join(format!("doc_save_prefix_{}.safetensors", std::process::id()));
+/// let layer = Linear::new(&ct::random::key(0), 3, 2, true, DType::F32);
+/// io::save_with_prefix(&layer, &path, "model.fc1.", None).unwrap();
+/// assert_eq!(io::load(&path).unwrap().names(), ["model.fc1.weight", "model.fc1.bias"]);
+/// let mut back = Linear::new(&ct::random::key(1), 3, 2, true, DType::F32);
+/// io::load_into_with_prefix(&mut back, &path, "model.fc1.").unwrap();
+/// assert_eq!(back.weight.to_vec::<f32>().unwrap(), layer.weight.to_vec::<f32>().unwrap());
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn save_with_prefix<M: Module>(
+    model: &M,
+    path: impl AsRef<Path>,
+    prefix: &str,
+    float_dtype: Option<DType>,
+) -> Result<()> {
+    let flat: Vec<(String, Array)> =
+        model.parameters().flatten().into_iter().map(|(name, a)| (format!("{prefix}{name}"), a)).collect();
+    let bytes = named_to_safetensors_bytes(&flat, float_dtype, &HashMap::new())?;
+    write_file(path.as_ref(), bytes)
 }
 
 /// Parse safetensors bytes into a tree. A truncated or malformed buffer is an `Err` that says

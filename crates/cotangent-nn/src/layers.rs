@@ -1,6 +1,18 @@
 //! Basic layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RMSNorm`], [`Dropout`], [`Mlp`]
 //! and causal [`MultiHeadAttention`]. Each holds its parameters as arrays and implements
 //! [`Module`]; `forward` methods build the lazy graph.
+//!
+//! Misuse panics at the caller's line with a sentence naming the layer, the argument and the
+//! expected and given shape or dtype:
+//!
+//! ```should_panic
+//! use cotangent::{self as ct, DType};
+//! use cotangent_nn::Linear;
+//! let layer = Linear::new(&ct::random::key(0), 4, 2, true, DType::F32);
+//! // panics: "Linear expects inputs whose last axis is in_features = 4, but got an input of shape [2, 3]"
+//! layer.forward(&ct::zeros(&[2, 3], DType::F32));
+//! ```
+use crate::checks::{self, INPUT};
 use crate::lora::LoraAdapter;
 use crate::{activations, init, Module, Visitor};
 use cotangent::{self as ct, Array, DType};
@@ -28,9 +40,13 @@ impl Linear {
         }
     }
 
-    /// Apply to `x` of shape `[..., in]`, giving `[..., out]`.
+    /// Apply to `x` of shape `[..., in]`, giving `[..., out]`. Panics unless `x` is a float
+    /// array whose last axis is `in_features`.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
         let (out_f, in_f) = (self.weight.shape()[0], self.weight.shape()[1]);
+        checks::float("Linear", INPUT, x);
+        checks::last_axis("Linear", INPUT, x, "in_features", in_f);
         let lead = &x.shape()[..x.ndim() - 1];
         let mut shape = lead.to_vec();
         shape.push(out_f);
@@ -73,13 +89,20 @@ impl Embedding {
         Embedding { weight: init::normal(key, &[num_embeddings, dim], 0.0, 1.0, dtype) }
     }
 
-    /// The rows of `ids` (an integer array of any shape).
+    /// The rows of `ids` (an integer array of any shape). Panics unless `ids` has an integer
+    /// dtype; ids outside `[-num_embeddings, num_embeddings)` make the evaluation fail.
+    #[track_caller]
     pub fn forward(&self, ids: &Array) -> Array {
+        checks::integer("Embedding", ("ids", "ids"), ids);
         self.weight.take(ids, 0)
     }
 
     /// Use the table as an output projection (weight tying): `x Wᵀ`, `[..., dim] -> [..., num]`.
+    /// Panics unless `x` is a float array whose last axis is `dim`.
+    #[track_caller]
     pub fn as_linear(&self, x: &Array) -> Array {
+        checks::float("Embedding::as_linear", INPUT, x);
+        checks::last_axis("Embedding::as_linear", INPUT, x, "dim", self.weight.shape()[1]);
         Linear { weight: self.weight.clone(), bias: None, lora: None }.forward(x)
     }
 }
@@ -111,8 +134,15 @@ impl LayerNorm {
         }
     }
 
-    /// Normalise `x` over its last axis.
+    /// Normalise `x` over its last axis. Panics unless `x` is a float array whose last axis
+    /// is the layer's `dim` (any last axis without affine parameters).
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
+        checks::float("LayerNorm", INPUT, x);
+        match &self.weight {
+            Some(w) => checks::last_axis("LayerNorm", INPUT, x, "dim", w.size()),
+            None => checks::rank_at_least("LayerNorm", INPUT, x, 1),
+        }
         let mean = x.mean(&[-1], true);
         let xc = x - &mean;
         let var = xc.square().mean(&[-1], true);
@@ -153,8 +183,12 @@ impl RMSNorm {
         RMSNorm { weight: ct::ones(&[dim], dtype), eps }
     }
 
-    /// Normalise `x` over its last axis.
+    /// Normalise `x` over its last axis. Panics unless `x` is a float array whose last axis
+    /// is the layer's `dim`.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
+        checks::float("RMSNorm", INPUT, x);
+        checks::last_axis("RMSNorm", INPUT, x, "dim", self.weight.size());
         x * (x.square().mean(&[-1], true) + self.eps).rsqrt() * &self.weight
     }
 }
@@ -176,12 +210,14 @@ pub struct Dropout {
 
 impl Dropout {
     /// A dropout layer. Panics unless `0 <= p < 1`.
+    #[track_caller]
     pub fn new(p: f64) -> Self {
-        assert!((0.0..1.0).contains(&p), "cotangent_nn::Dropout: p must be in [0, 1), got {p}");
+        assert!((0.0..1.0).contains(&p), "Dropout expects a drop probability p in [0, 1), but got p = {p}");
         Dropout { p }
     }
 
     /// Apply with `key` (training) or without (evaluation: identity).
+    #[track_caller]
     pub fn forward(&self, x: &Array, key: Option<&Array>) -> Array {
         match key {
             Some(k) if self.p > 0.0 => {
@@ -212,6 +248,7 @@ pub enum Activation {
 
 impl Activation {
     /// Apply the activation.
+    #[track_caller]
     pub fn apply(self, x: &Array) -> Array {
         match self {
             Activation::Relu => activations::relu(x),
@@ -244,8 +281,11 @@ impl Mlp {
         }
     }
 
-    /// Apply to `[..., dim]`.
+    /// Apply to `[..., dim]`. Panics unless `x` is a float array whose last axis is `dim`.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
+        checks::float("Mlp", INPUT, x);
+        checks::last_axis("Mlp", INPUT, x, "dim", self.fc1.weight.shape()[1]);
         self.fc2.forward(&self.activation.apply(&self.fc1.forward(x)))
     }
 }
@@ -276,10 +316,11 @@ pub struct MultiHeadAttention {
 impl MultiHeadAttention {
     /// Attention over `dim` features split into `num_heads` heads. Panics unless
     /// `num_heads` divides `dim`.
+    #[track_caller]
     pub fn new(key: &Array, dim: usize, num_heads: usize, dtype: DType) -> Self {
         assert!(
             num_heads > 0 && dim.is_multiple_of(num_heads),
-            "cotangent_nn::MultiHeadAttention: {num_heads} heads do not divide dim {dim}"
+            "MultiHeadAttention expects num_heads to divide dim, but got num_heads = {num_heads} and dim = {dim}"
         );
         let k = ct::random::split_keys(key, 4);
         let lin = |i: usize| Linear::new(&k[i], dim, dim, false, dtype);
@@ -287,7 +328,12 @@ impl MultiHeadAttention {
     }
 
     /// Apply to `x` of shape `[batch, time, dim]`; position `t` attends to positions `<= t`.
+    /// Panics unless `x` is a float array of that shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
+        checks::float("MultiHeadAttention", INPUT, x);
+        checks::rank("MultiHeadAttention", INPUT, x, 3, "[batch, time, dim]");
+        checks::last_axis("MultiHeadAttention", INPUT, x, "dim", self.q_proj.weight.shape()[1]);
         let (b, t, d) = (x.shape()[0], x.shape()[1], x.shape()[2]);
         let h = self.num_heads;
         let heads = |y: Array| y.reshape_exact(&[b, t, h, d / h]).transpose(&[0, 2, 1, 3]);

@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod activations;
+mod checks;
 pub mod gated_delta;
 pub mod init;
 pub mod io;

@@ -1,5 +1,18 @@
 //! Loss functions.
+//!
+//! Misuse panics at the caller's line with a sentence naming the loss, the argument and the
+//! expected and given shape or dtype:
+//!
+//! ```should_panic
+//! use cotangent::Array;
+//! use cotangent_nn::losses::{cross_entropy, Reduction};
+//! let logits = Array::from_slice(&[0.0f32, 1.0], &[1, 2]);
+//! let targets = Array::from_slice(&[1.0f32], &[1]);
+//! // panics: "cross_entropy expects integer class targets, but got targets of dtype float32 ..."
+//! cross_entropy(&logits, &targets, 0.0, Reduction::Mean);
+//! ```
 use crate::activations::softplus;
+use crate::checks;
 use cotangent::{self as ct, Array, DType};
 use std::sync::{Arc, OnceLock};
 
@@ -75,27 +88,71 @@ fn fused_cross_entropy() -> Fused {
 /// let l = cross_entropy(&z, &y, 0.0, Reduction::Mean).item::<f64>().unwrap();
 /// assert!((l - 2f64.ln()).abs() < 1e-12);
 /// ```
+///
+/// Panics unless `logits` is a float array of shape `targets.shape() + [V]`, `targets` has an
+/// integer dtype and `0 <= label_smoothing <= 1`.
+#[track_caller]
 pub fn cross_entropy(logits: &Array, targets: &Array, label_smoothing: f64, reduction: Reduction) -> Array {
-    assert!(
-        logits.ndim() >= 1 && &logits.shape()[..logits.ndim() - 1] == targets.shape(),
-        "cotangent_nn::cross_entropy: logits {:?} need shape targets {:?} + [classes]",
-        logits.shape(),
-        targets.shape()
-    );
-    assert!(targets.dtype().is_int(), "cotangent_nn::cross_entropy: targets must be integers, got {}", targets.dtype());
+    const LOGITS: checks::Noun = ("logits", "logits");
+    checks::float("cross_entropy", LOGITS, logits);
+    checks::rank_at_least("cross_entropy", LOGITS, logits, 1);
+    if !targets.dtype().is_int() {
+        panic!(
+            "cross_entropy expects integer class targets, but got targets of dtype {} (shape {:?}); for \
+             probability targets use binary_cross_entropy_with_logits or a soft-label loss",
+            targets.dtype(),
+            targets.shape()
+        );
+    }
+    let lead = &logits.shape()[..logits.ndim() - 1];
+    if lead != targets.shape() {
+        panic!(
+            "cross_entropy expects targets of shape {lead:?} (the logits' shape without the class axis), but got \
+             logits of shape {:?} and targets of shape {:?}",
+            logits.shape(),
+            targets.shape()
+        );
+    }
+    if !(0.0..=1.0).contains(&label_smoothing) {
+        panic!("cross_entropy expects label_smoothing in [0, 1], but got label_smoothing = {label_smoothing}");
+    }
     let smoothing = Array::scalar(label_smoothing).astype(logits.dtype());
     let out = fused_cross_entropy()(&[logits.clone(), targets.clone(), smoothing]).expect("cross_entropy forward");
     reduce(out[0].clone(), reduction)
 }
 
-/// Mean-squared error `(pred - target)²`.
+/// Mean-squared error `(pred - target)²`. Panics unless `pred` and `target` have the same
+/// shape (no broadcasting: `[n, 1]` against `[n]` would silently give `[n, n]` losses).
+///
+/// ```
+/// use cotangent::Array;
+/// use cotangent_nn::losses::{mse, Reduction};
+/// let p = Array::from_slice(&[1.0f32, 2.0], &[2]);
+/// let t = Array::from_slice(&[1.0f32, 4.0], &[2]);
+/// assert_eq!(mse(&p, &t, Reduction::Mean).item::<f32>().unwrap(), 2.0);
+/// ```
+#[track_caller]
 pub fn mse(pred: &Array, target: &Array, reduction: Reduction) -> Array {
+    checks::same_shape("mse", ("pred", pred), ("target", target));
     reduce((pred - target).square(), reduction)
 }
 
 /// Binary cross-entropy on logits: `-(y log σ(z) + (1 - y) log(1 - σ(z)))`, computed stably as
 /// `softplus(z) - y z`. `targets` are probabilities in `[0, 1]` (any float or bool dtype).
+/// Panics unless `logits` is a float array and `targets` has its shape.
+///
+/// ```
+/// use cotangent::Array;
+/// use cotangent_nn::losses::{binary_cross_entropy_with_logits, Reduction};
+/// let z = Array::from_slice(&[0.0f64], &[1]);
+/// let y = Array::from_slice(&[true], &[1]);
+/// let l = binary_cross_entropy_with_logits(&z, &y, Reduction::Sum).item::<f64>().unwrap();
+/// assert!((l - 2f64.ln()).abs() < 1e-12);
+/// ```
+#[track_caller]
 pub fn binary_cross_entropy_with_logits(logits: &Array, targets: &Array, reduction: Reduction) -> Array {
+    checks::float("binary_cross_entropy_with_logits", ("logits", "logits"), logits);
+    checks::same_shape("binary_cross_entropy_with_logits", ("logits", logits), ("targets", targets));
     let y = targets.astype(logits.dtype());
     reduce(softplus(logits) - y * logits, reduction)
 }

@@ -10,7 +10,9 @@
 //!   (SwiGLU) and the linear-attention [`Qwen3NextDecoderLayer`] around them.
 //!
 //! The arithmetic follows transformers' pure-PyTorch path (`torch_chunk_gated_delta_rule`,
-//! `causal_conv1d_fn`), including where it computes in `f32` for lower-precision inputs.
+//! `causal_conv1d_fn`), including where it computes in `f32` for lower-precision inputs: `f16`
+//! and `bf16` layers compute their norms, gates and recurrence in `f32`; `f32` and `f64` layers
+//! compute everything in their own dtype (see [`compute_dtype`]).
 //! `tests/qwen3_next.rs` checks outputs and all gradients against files generated with
 //! transformers itself (`tests/qwen3_next/gen_reference.py`).
 //!
@@ -26,6 +28,7 @@
 //! let x = ct::random::normal(&ct::random::key(1), &[2, 10, 32], DType::F32);
 //! assert_eq!(layer.forward(&x).unwrap().shape(), &[2, 10, 32]);
 //! ```
+use crate::checks::{self, INPUT};
 use crate::gated_delta::{causal_conv1d, gated_delta_chunked, gated_delta_recurrent, RecurrenceMode};
 use crate::{activations, init, Linear, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Error, Result};
@@ -218,9 +221,26 @@ impl Qwen3NextConfig {
     }
 }
 
-/// `x` in `f32` (itself if it already is).
-fn to_f32(x: &Array) -> Array {
-    x.astype(DType::F32)
+/// The dtype in which a layer of dtype `dtype` computes its norms, gates and recurrence:
+/// `f32` for the half-precision `f16` and `bf16` (as transformers upcasts them), the dtype
+/// itself otherwise, so an `f64` layer computes in `f64`.
+///
+/// ```
+/// use cotangent::DType;
+/// use cotangent_nn::qwen3_next::compute_dtype;
+/// assert_eq!(compute_dtype(DType::BF16), DType::F32);
+/// assert_eq!(compute_dtype(DType::F64), DType::F64);
+/// ```
+pub fn compute_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// `x` in the [`compute_dtype`] of `like` (itself if it already is).
+fn upcast(x: &Array, like: DType) -> Array {
+    x.astype(compute_dtype(like))
 }
 
 /// `x / sqrt(mean(x²) + eps)` over the last axis.
@@ -234,8 +254,9 @@ pub fn l2norm(x: &Array, eps: f64) -> Array {
     x * (x.square().sum(&[-1], true) + eps).rsqrt()
 }
 
-/// transformers' `Qwen3NextRMSNorm`: `x / rms(x) · (1 + weight)`, computed in `f32` and cast
-/// back to `x`'s dtype; the weight starts at zero.
+/// transformers' `Qwen3NextRMSNorm`: `x / rms(x) · (1 + weight)`, computed in `f32` for `f16`
+/// and `bf16` inputs (in `x`'s dtype otherwise, see [`compute_dtype`]) and cast back to `x`'s
+/// dtype; the weight starts at zero.
 ///
 /// ```
 /// use cotangent::{Array, DType};
@@ -259,9 +280,14 @@ impl Qwen3NextRMSNorm {
         Qwen3NextRMSNorm { weight: ct::zeros(&[dim], dtype), eps }
     }
 
-    /// Normalise `x` over its last axis.
+    /// Normalise `x` over its last axis. Panics unless `x` is a float array whose last axis
+    /// is the norm's `dim`.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
-        (rms_normalize(&to_f32(x), self.eps) * (to_f32(&self.weight) + 1.0)).astype(x.dtype())
+        checks::float("Qwen3NextRMSNorm", INPUT, x);
+        checks::last_axis("Qwen3NextRMSNorm", INPUT, x, "dim", self.weight.size());
+        let dt = x.dtype();
+        (rms_normalize(&upcast(x, dt), self.eps) * (upcast(&self.weight, dt) + 1.0)).astype(dt)
     }
 }
 
@@ -271,8 +297,9 @@ impl Module for Qwen3NextRMSNorm {
     }
 }
 
-/// transformers' `Qwen3NextRMSNormGated`: `weight · x / rms(x) · silu(gate)`, the norm in `f32`
-/// (cast back to `x`'s dtype before the weight), the gate in `f32`, the result in `x`'s dtype.
+/// transformers' `Qwen3NextRMSNormGated`: `weight · x / rms(x) · silu(gate)`, the norm and the
+/// gate in `f32` for `f16` and `bf16` inputs (the norm cast back to `x`'s dtype before the
+/// weight), in `x`'s dtype otherwise (see [`compute_dtype`]); the result in `x`'s dtype.
 ///
 /// ```
 /// use cotangent::{Array, DType};
@@ -299,9 +326,16 @@ impl Qwen3NextRMSNormGated {
     }
 
     /// Normalise `x` over its last axis and gate it with `silu(gate)` (same shape as `x`).
+    /// Panics unless `x` is a float array whose last axis is the norm's `dim` and `gate` has
+    /// `x`'s shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array, gate: &Array) -> Array {
-        let normalized = rms_normalize(&to_f32(x), self.eps).astype(x.dtype());
-        (&self.weight * normalized * activations::silu(&to_f32(gate))).astype(x.dtype())
+        checks::float("Qwen3NextRMSNormGated", INPUT, x);
+        checks::last_axis("Qwen3NextRMSNormGated", INPUT, x, "dim", self.weight.size());
+        checks::same_shape("Qwen3NextRMSNormGated", ("x", x), ("gate", gate));
+        let dt = x.dtype();
+        let normalized = rms_normalize(&upcast(x, dt), self.eps).astype(dt);
+        (&self.weight * normalized * activations::silu(&upcast(gate, dt))).astype(dt)
     }
 }
 
@@ -336,9 +370,12 @@ impl CausalDepthwiseConv1d {
         CausalDepthwiseConv1d { weight: init::uniform(key, &[channels, 1, kernel], -bound, bound, dtype) }
     }
 
-    /// Convolve `x: [B, T, channels]` over time.
+    /// Convolve `x: [B, T, channels]` over time. Panics unless `x` has that shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
         let (channels, kernel) = (self.weight.shape()[0], self.weight.shape()[2]);
+        checks::rank("CausalDepthwiseConv1d", INPUT, x, 3, "[batch, time, channels]");
+        checks::last_axis("CausalDepthwiseConv1d", INPUT, x, "channels", channels);
         causal_conv1d(x, &self.weight.reshape_exact(&[channels, kernel]).astype(x.dtype()))
     }
 }
@@ -356,10 +393,11 @@ impl Module for CausalDepthwiseConv1d {
 /// 1. `in_proj_qkvz(x)` viewed per key head as `[q (dk) | k (dk) | v (r·dv) | z (r·dv)]`,
 ///    `in_proj_ba(x)` per key head as `[b (r) | a (r)]` (`fix_query_key_value_ordering`);
 /// 2. `q, k, v` concatenated, convolved ([`CausalDepthwiseConv1d`]) and passed through SiLU;
-/// 3. `β = sigmoid(b)`, `log g = −exp(A_log) · softplus(a + dt_bias)` (in `f32`);
+/// 3. `β = sigmoid(b)`, `log g = −exp(A_log) · softplus(a + dt_bias)` (in `f32` for `f16`
+///    and `bf16` layers, in the layer's dtype otherwise: see [`compute_dtype`]);
 /// 4. q and k repeated for the `r` value heads of their group, L2-normalised
 ///    ([`l2norm`], eps 1e-6), q scaled by `1/√dk`, and the gated delta rule run per value head
-///    in `f32` (`config.recurrence`: chunked custom functions or op by op);
+///    in the compute dtype (`config.recurrence`: chunked custom functions or op by op);
 /// 5. [`Qwen3NextRMSNormGated`] of the output with gate `z`, then `out_proj`.
 ///
 /// ```
@@ -374,7 +412,7 @@ impl Module for CausalDepthwiseConv1d {
 /// let x = ct::random::normal(&ct::random::key(2), &[1, 9, 16], DType::F64);
 /// let (a, b) = (chunked.forward(&x).unwrap(), stepwise.forward(&x).unwrap());
 /// let diff = (&a - &b).abs().max_all().item::<f64>().unwrap();
-/// assert!(diff < 1e-5, "{diff}");
+/// assert!(diff < 1e-10, "{diff}"); // an f64 layer computes in f64
 /// ```
 #[derive(Clone, Debug)]
 pub struct Qwen3NextGatedDeltaNet {
@@ -401,9 +439,10 @@ impl Qwen3NextGatedDeltaNet {
     /// A layer initialised as PyTorch constructs transformers' module: uniform projections and
     /// convolution, `dt_bias = 1`, `A_log = log U(0.01, 16)`, norm weight one. Panics if the
     /// config does not [`validate`](Qwen3NextConfig::validate).
+    #[track_caller]
     pub fn new(key: &Array, config: Qwen3NextConfig, dtype: DType) -> Self {
         if let Err(e) = config.validate() {
-            panic!("cotangent_nn::Qwen3NextGatedDeltaNet::new: {e}");
+            panic!("Qwen3NextGatedDeltaNet::new expects a valid config, but got one that is not: {e}");
         }
         let c = config;
         let keys = ct::random::split_keys(key, 5);
@@ -420,9 +459,14 @@ impl Qwen3NextGatedDeltaNet {
         }
     }
 
-    /// Apply to `x: [B, T, hidden]`, giving `[B, T, hidden]` in `x`'s dtype.
+    /// Apply to `x: [B, T, hidden]`, giving `[B, T, hidden]` in `x`'s dtype. Panics unless `x`
+    /// is a float array of that shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let c = &self.config;
+        checks::float("Qwen3NextGatedDeltaNet", INPUT, x);
+        checks::rank("Qwen3NextGatedDeltaNet", INPUT, x, 3, "[batch, time, hidden_size]");
+        checks::last_axis("Qwen3NextGatedDeltaNet", INPUT, x, "hidden_size", c.hidden_size);
         let (b, t) = (x.shape()[0], x.shape()[1]);
         let (hk, hv, dk, dv) =
             (c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim);
@@ -451,16 +495,18 @@ impl Qwen3NextGatedDeltaNet {
             mixed.split([at(c.key_dim()), at(2 * c.key_dim())], -1).try_into().expect("three pieces");
 
         let beta = b_logits.sigmoid();
-        let log_g = -to_f32(&self.a_log).exp() * activations::softplus(&(to_f32(&a) + &self.dt_bias));
+        let (dt, cdt) = (x.dtype(), compute_dtype(x.dtype()));
+        let log_g =
+            -upcast(&self.a_log, dt).exp() * activations::softplus(&(upcast(&a, dt) + upcast(&self.dt_bias, dt)));
 
-        // the rule, in f32, with heads before time: [B, Hv, T, d]
+        // the rule, in the compute dtype, with heads before time: [B, Hv, T, d]
         let heads_first = |y: &Array, heads: usize, d: usize| {
-            to_f32(&y.reshape_exact(&[b, t, heads, d]).repeat(hv / heads, 2).transpose(&[0, 2, 1, 3]))
+            upcast(&y.reshape_exact(&[b, t, heads, d]).repeat(hv / heads, 2).transpose(&[0, 2, 1, 3]), dt)
         };
         let q = l2norm(&heads_first(&q, hk, dk), 1e-6) * (1.0 / (dk as f64).sqrt());
         let k = l2norm(&heads_first(&k, hk, dk), 1e-6);
         let v = heads_first(&v, hv, dv);
-        let (beta, log_g) = (to_f32(&beta).transpose(&[0, 2, 1]), log_g.astype(DType::F32).transpose(&[0, 2, 1]));
+        let (beta, log_g) = (upcast(&beta, dt).transpose(&[0, 2, 1]), log_g.astype(cdt).transpose(&[0, 2, 1]));
         let core = match c.recurrence {
             RecurrenceMode::Recurrent => gated_delta_recurrent(&q, &k, &v, &log_g, &beta),
             RecurrenceMode::Chunked(n) => gated_delta_chunked(&q, &k, &v, &log_g, &beta, n)?,
@@ -515,8 +561,12 @@ impl Qwen3NextMlp {
         }
     }
 
-    /// Apply to `[..., hidden]`.
+    /// Apply to `[..., hidden]`. Panics unless `x` is a float array whose last axis is
+    /// `hidden_size`.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Array {
+        checks::float("Qwen3NextMlp", INPUT, x);
+        checks::last_axis("Qwen3NextMlp", INPUT, x, "hidden_size", self.gate_proj.weight.shape()[1]);
         self.down_proj.forward(&(activations::silu(&self.gate_proj.forward(x)) * self.up_proj.forward(x)))
     }
 }
@@ -560,6 +610,7 @@ pub struct Qwen3NextDecoderLayer {
 impl Qwen3NextDecoderLayer {
     /// A layer with transformers' init of the norms (zero weights, scale one); see
     /// [`Qwen3NextGatedDeltaNet::new`] and [`Qwen3NextMlp::new`] for the rest.
+    #[track_caller]
     pub fn new(key: &Array, config: Qwen3NextConfig, dtype: DType) -> Self {
         let (k1, k2) = ct::random::split2(key);
         Qwen3NextDecoderLayer {
@@ -570,8 +621,13 @@ impl Qwen3NextDecoderLayer {
         }
     }
 
-    /// Apply to `x: [B, T, hidden]`.
+    /// Apply to `x: [B, T, hidden]`. Panics unless `x` is a float array of that shape.
+    #[track_caller]
     pub fn forward(&self, x: &Array) -> Result<Array> {
+        let c = &self.linear_attn.config;
+        checks::float("Qwen3NextDecoderLayer", INPUT, x);
+        checks::rank("Qwen3NextDecoderLayer", INPUT, x, 3, "[batch, time, hidden_size]");
+        checks::last_axis("Qwen3NextDecoderLayer", INPUT, x, "hidden_size", c.hidden_size);
         let h = x + self.linear_attn.forward(&self.input_layernorm.forward(x))?;
         Ok(&h + self.mlp.forward(&self.post_attention_layernorm.forward(&h)))
     }

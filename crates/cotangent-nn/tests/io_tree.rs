@@ -200,3 +200,41 @@ fn update_errors_read_naturally() {
         "{m}"
     );
 }
+
+/// `save_with_prefix` writes a layer under a prefix next to other tensors' names, and
+/// `load_into_with_prefix` reads it back bit for bit (in bf16, the values rounded once).
+#[test]
+fn save_with_prefix_round_trips_through_load_into_with_prefix() {
+    use cotangent_nn::io::{load_into_with_prefix, save_with_prefix};
+    use cotangent_nn::qwen3_next::{Qwen3NextConfig, Qwen3NextDecoderLayer};
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("save_with_prefix_{}.safetensors", std::process::id()));
+    let layer = Qwen3NextDecoderLayer::new(&ct::random::key(0), Qwen3NextConfig::small(16), DType::F32);
+    save_with_prefix(&layer, &path, "model.layers.3.", None).unwrap();
+    let names = load(&path).unwrap().names();
+    let want: Vec<String> = layer.parameters().names().iter().map(|n| format!("model.layers.3.{n}")).collect();
+    assert_eq!(names, want, "every parameter, prefixed, in the model's order");
+
+    let mut back = Qwen3NextDecoderLayer::new(&ct::random::key(1), Qwen3NextConfig::small(16), DType::F32);
+    assert_ne!(
+        back.parameters().leaves()[1].to_vec::<f32>().unwrap(),
+        layer.parameters().leaves()[1].to_vec::<f32>().unwrap()
+    );
+    load_into_with_prefix(&mut back, &path, "model.layers.3.").unwrap();
+    for ((name, a), (_, b)) in layer.parameters().flatten().iter().zip(back.parameters().flatten()) {
+        assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap(), "{name}");
+    }
+    // the wrong prefix finds nothing and says so
+    let err = load_into_with_prefix(&mut back, &path, "model.layers.4.").unwrap_err().to_string();
+    assert!(err.contains("missing tensor `model.layers.4.input_layernorm.weight`"), "{err}");
+
+    // a float dtype for the file: f64 parameters saved as bf16 load back rounded once
+    let lin = Linear::new(&ct::random::key(2), 3, 2, true, DType::F64);
+    save_with_prefix(&lin, &path, "head.", Some(DType::BF16)).unwrap();
+    assert_eq!(load(&path).unwrap().get("head.weight").unwrap().dtype(), DType::BF16);
+    let mut lin_back = Linear::new(&ct::random::key(3), 3, 2, true, DType::F64);
+    load_into_with_prefix(&mut lin_back, &path, "head.").unwrap();
+    let rounded = lin.weight.astype(DType::BF16).astype(DType::F64).to_vec::<f64>().unwrap();
+    assert_eq!(lin_back.weight.to_vec::<f64>().unwrap(), rounded);
+    std::fs::remove_file(&path).ok();
+}

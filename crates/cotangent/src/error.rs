@@ -18,11 +18,16 @@ pub enum Error {
     /// A transformation was used in a way it does not support.
     #[error("transform error: {0}")]
     Transform(String),
-    /// A user-supplied rule of a custom function returned something invalid.
-    #[error("custom function `{name}`, {rule} rule: {message}")]
+    /// A user-supplied rule of a custom function returned something invalid. The message is a
+    /// sentence naming the rule, the function and the line that built it, e.g. "the vjp rule of
+    /// custom function `f` (built at src/main.rs:7:13) returned 1 array, but the function has 2
+    /// inputs (one cotangent per input is expected)".
+    #[error("{} of custom function `{name}` (built at {location}) {message}", rule_phrase(.rule))]
     CustomRule {
         /// The custom function's name.
         name: String,
+        /// Where the program called `custom_function` (`file:line:column`).
+        location: String,
         /// Which rule (`vjp`, `jvp`, `vmap`, `forward`).
         rule: &'static str,
         /// What was wrong.
@@ -62,6 +67,15 @@ pub enum Error {
 
 fn in_origin(origin: &Option<String>) -> String {
     origin.as_ref().map_or(String::new(), |o| format!(" in {o}"))
+}
+
+/// "the forward" or "the vjp rule" (the subject of a custom-rule error's sentence).
+fn rule_phrase(rule: &str) -> String {
+    if rule == "forward" {
+        "the forward".to_string()
+    } else {
+        format!("the {rule} rule")
+    }
 }
 
 /// `Result` with cotangent's [`Error`](enum@Error).

@@ -684,3 +684,116 @@ fn laziness_does_not_depend_on_other_threads() {
     busy.join().unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 20, "the vjp rule ran more than once per vjp");
 }
+
+/// A built custom function, boxed.
+type BoxedFn = Box<dyn Fn(&[Array]) -> ct::Result<Vec<Array>> + Send + Sync>;
+
+/// `message` is `the {rule} of custom function `{name}` (built at {this file}:{line}:COLUMN) {rest}`.
+fn assert_rule_sentence(message: &str, rule: &str, name: &str, line: u32, rest: &str) {
+    let head = format!("the {rule} of custom function `{name}` (built at {}:{line}:", file!());
+    assert!(message.starts_with(&head), "expected a message starting {head:?}: {message}");
+    let after = &message[head.len()..];
+    let column_end = after.find(')').expect("the location closes");
+    assert!(after[..column_end].parse::<u32>().is_ok(), "a column number: {message}");
+    assert_eq!(&after[column_end + 2..], rest, "{message}");
+}
+
+#[test]
+fn rule_errors_are_sentences_that_name_the_line_that_built_the_function() {
+    let x = Array::from_slice(&[1.0f64, 2.0], &[2]);
+    let y = Array::from_slice(&[3.0f64, 4.0], &[2]);
+    let grad_of = |f: BoxedFn| {
+        let g = ct::grad(move |a: &[Array]| Ok::<_, ct::Error>(f(a)?[0].sum_all()));
+        g(&[x.clone(), y.clone()]).unwrap_err().to_string()
+    };
+    let mul = |a: &[Array]| &a[0] * &a[1];
+
+    let line = line!() + 1;
+    let f = ct::custom_function(mul).vjp(|_p, c, _o| vec![c[0].clone()]).name("mul").build();
+    assert_rule_sentence(
+        &grad_of(Box::new(f)),
+        "vjp rule",
+        "mul",
+        line,
+        "returned 1 array, but the function has 2 inputs (one cotangent per input is expected)",
+    );
+    let line = line!() + 1;
+    let f = ct::custom_function(mul).vjp_no_outputs(|_p, _c| Vec::<Array>::new()).name("none").build();
+    assert_rule_sentence(
+        &grad_of(Box::new(f)),
+        "vjp rule",
+        "none",
+        line,
+        "returned 0 arrays, but the function has 2 inputs (one cotangent per input is expected)",
+    );
+    let line = line!() + 1;
+    let f = ct::custom_function(mul).vjp(|_p, c, _o| vec![c[0].clone(), c[0].sum_all()]).name("shape").build();
+    assert_rule_sentence(
+        &grad_of(Box::new(f)),
+        "vjp rule",
+        "shape",
+        line,
+        "returned a cotangent of shape [] and dtype float64 for input 1, which has shape [2] and dtype float64",
+    );
+
+    // jvp: one output
+    let line = line!() + 1;
+    let f = ct::custom_function(|a: &[Array]| a[0].exp()).jvp(|_p, t| vec![t[0].clone(), t[0].clone()]).build();
+    let e = ct::jvp(f, std::slice::from_ref(&x), &[ct::ones_like(&x)]).unwrap_err().to_string();
+    assert_rule_sentence(
+        &e,
+        "jvp rule",
+        "custom_function",
+        line,
+        "returned 2 arrays, but the function has 1 output (one tangent per output is expected)",
+    );
+    let line = line!() + 1;
+    let f = ct::custom_function(|a: &[Array]| a[0].exp()).jvp(|_p, t| vec![t[0].astype(DType::F32)]).name("j").build();
+    let e = ct::jvp(f, std::slice::from_ref(&x), &[ct::ones_like(&x)]).unwrap_err().to_string();
+    assert_rule_sentence(
+        &e,
+        "jvp rule",
+        "j",
+        line,
+        "returned a tangent of shape [2] and dtype float32 for output 0, which has shape [2] and dtype float64",
+    );
+
+    // vmap: counts with their plurals
+    let line = line!() + 1;
+    let f = ct::custom_function(|a: &[Array]| a[0].exp())
+        .vmap(|a, ax| Ok((vec![a[0].exp(), a[0].exp()], vec![ax[0]])))
+        .name("v")
+        .build();
+    let e = ct::vmap(f, &[Some(0)], &[Some(0)])(&[ct::ones(&[3, 2], DType::F64)]).unwrap_err().to_string();
+    assert_rule_sentence(
+        &e,
+        "vmap rule",
+        "v",
+        line,
+        "returned 2 outputs and 1 batch axis, but the function has 1 output (one array and one batch axis per output \
+         are expected)",
+    );
+
+    // the forward
+    let line = line!() + 1;
+    let f = ct::custom_function(|_a: &[Array]| Vec::<Array>::new()).name("empty").build();
+    assert_rule_sentence(
+        &f(&[x.clone()]).unwrap_err().to_string(),
+        "forward",
+        "empty",
+        line,
+        "returned no outputs, but a custom function needs at least one",
+    );
+
+    // the error keeps its parts apart
+    let line = line!() + 1;
+    let f = ct::custom_function(mul).vjp(|_p, c, _o| vec![c[0].clone()]).name("parts").build();
+    let g = ct::grad(move |a: &[Array]| Ok::<_, ct::Error>(f(a)?[0].sum_all()));
+    match g(&[x.clone(), y.clone()]).unwrap_err() {
+        ct::Error::CustomRule { name, location, rule, .. } => {
+            assert_eq!((name.as_str(), rule), ("parts", "vjp"));
+            assert!(location.starts_with(&format!("{}:{line}:", file!())), "{location}");
+        }
+        e => panic!("expected a custom-rule error, got {e}"),
+    }
+}

@@ -28,7 +28,8 @@ impl AttentionCache {
 pub struct LinearCache {
     /// The last `kernel - 1` inputs of the convolution, `[B, kernel - 1, conv_dim]`.
     pub conv: Option<Array>,
-    /// The recurrent state, `[B, value_heads, key_head_dim, value_head_dim]`, f32.
+    /// The recurrent state, `[B, value_heads, key_head_dim, value_head_dim]`, in f32 for f16 and
+    /// bf16 models, in the model's dtype otherwise.
     pub state: Option<Array>,
 }
 

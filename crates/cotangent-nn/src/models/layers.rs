@@ -5,8 +5,8 @@ use super::cache::{AttentionCache, LayerCache, LinearCache};
 use super::config::{LayerType, ModelConfig};
 use crate::gated_delta::{gated_delta_recurrent, segment_function, RecurrenceMode};
 use crate::qwen3_next::{
-    l2norm, CausalDepthwiseConv1d, Qwen3NextConfig, Qwen3NextGatedDeltaNet, Qwen3NextMlp, Qwen3NextRMSNorm,
-    Qwen3NextRMSNormGated,
+    compute_dtype, l2norm, CausalDepthwiseConv1d, Qwen3NextConfig, Qwen3NextGatedDeltaNet, Qwen3NextMlp,
+    Qwen3NextRMSNorm, Qwen3NextRMSNormGated,
 };
 use crate::{activations, init, Linear, Module, Visitor};
 use cotangent::{self as ct, Array, DType, Result};
@@ -146,7 +146,7 @@ impl Attention {
         } else {
             scores
         };
-        let probs = scores.astype(DType::F32).softmax(&[-1]).astype(q.dtype());
+        let probs = scores.astype(compute_dtype(q.dtype())).softmax(&[-1]).astype(q.dtype());
         let out = probs.matmul(&v).transpose(&[0, 2, 1, 3]).reshape_exact(&[b, t, h * hd]);
         self.o_proj.forward(&(out * gate.sigmoid()))
     }
@@ -332,20 +332,22 @@ impl LinearAttention {
             mixed.split([at(c.key_dim()), at(2 * c.key_dim())], -1).try_into().expect("three pieces");
 
         let beta = b_logits.sigmoid();
-        let f32_ = |y: &Array| y.astype(DType::F32);
-        let log_g = -f32_(p.a_log).exp() * activations::softplus(&(f32_(&a) + p.dt_bias));
+        // f32 for f16 / bf16 layers, the layer's dtype otherwise
+        let cdt = compute_dtype(x.dtype());
+        let up = |y: &Array| y.astype(cdt);
+        let log_g = -up(p.a_log).exp() * activations::softplus(&(up(&a) + up(p.dt_bias)));
         let heads_first = |y: &Array, heads: usize, d: usize| {
-            f32_(&y.reshape_exact(&[b, t, heads, d]).repeat(hv / heads, 2).transpose(&[0, 2, 1, 3]))
+            up(&y.reshape_exact(&[b, t, heads, d]).repeat(hv / heads, 2).transpose(&[0, 2, 1, 3]))
         };
         let q = l2norm(&heads_first(&q, hk, dk), 1e-6) * (1.0 / (dk as f64).sqrt());
         let k = l2norm(&heads_first(&k, hk, dk), 1e-6);
         let v = heads_first(&v, hv, dv);
-        let beta = f32_(&beta).transpose(&[0, 2, 1]);
-        let log_g = f32_(&log_g).transpose(&[0, 2, 1]);
+        let beta = up(&beta).transpose(&[0, 2, 1]);
+        let log_g = up(&log_g).transpose(&[0, 2, 1]);
         let s0 = cache
             .as_ref()
             .and_then(|c| c.state.clone())
-            .unwrap_or_else(|| ct::zeros(&[b, hv, dk, dv], DType::F32).to_device(x.device()));
+            .unwrap_or_else(|| ct::zeros(&[b, hv, dk, dv], cdt).to_device(x.device()));
         let (core, state) = if t == 1 {
             recurrent_step(&q, &k, &v, &log_g, &beta, &s0)
         } else if cache.is_none() && c.recurrence == RecurrenceMode::Recurrent {
@@ -483,7 +485,7 @@ impl SparseMoe {
         let k = self.top_k;
         let xf = x.reshape_exact(&[n, hidden]);
         let logits = self.gate.forward(&xf);
-        let probs = logits.astype(DType::F32).softmax(&[-1]);
+        let probs = logits.astype(compute_dtype(logits.dtype())).softmax(&[-1]);
         let chosen = self.route(&probs)?;
         let flat_idx: Vec<i32> = chosen.iter().flatten().map(|&e| e as i32).collect();
         let idx = Array::from_vec(flat_idx, &[n, k]).to_device(x.device());

@@ -34,7 +34,7 @@ pub fn binary(op: BinaryOp, a: &Array, b: &Array) -> Array {
 #[track_caller]
 fn binary_operands(op: BinaryOp, a: impl IntoOperand, b: impl IntoOperand) -> Array {
     let _op = crate::array::OpScope::enter(op.name());
-    let (a, b) = promote_operands(a.into_operand(), b.into_operand());
+    let (a, b) = promote_operands(op.name(), a.into_operand(), b.into_operand());
     let out = binary(op, &a, &b);
     // the operands the caller gave up (temporaries) are now held by `out` alone
     drop((a, b));
@@ -113,7 +113,7 @@ binary_ops! {
 #[track_caller]
 pub fn select(cond: &Array, a: impl IntoOperand, b: impl IntoOperand) -> Array {
     let _op = crate::array::OpScope::enter("select");
-    let (a, b) = promote_operands(a.into_operand(), b.into_operand());
+    let (a, b) = promote_operands("select", a.into_operand(), b.into_operand());
     let Some(shape) = broadcast_shapes(cond.shape(), a.shape()).and_then(|s| broadcast_shapes(&s, b.shape())) else {
         panic!(
             "cotangent::select: shapes {:?} ({}), {:?} ({}) and {:?} ({}) do not broadcast (condition, then the two \

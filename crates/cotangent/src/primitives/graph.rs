@@ -129,7 +129,7 @@ impl Primitive for CustomTransforms {
     }
 
     fn vjp(&self, primals: &[Array], cotangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
-        use crate::transforms::custom::check_rule_outputs;
+        use crate::transforms::custom::{check_rule_outputs, RuleResults};
         let n = self.n_inputs;
         let args = &primals[..n];
         // The rule runs on `args ++ cotangents ++ outputs` through `run_lazily`, so a rule that
@@ -144,7 +144,7 @@ impl Primitive for CustomTransforms {
             match &rules.vjp {
                 Some(rule) => {
                     let g = rule(args, cots, outs)?;
-                    check_rule_outputs(&rules, "vjp", "input cotangents", &g, args)?;
+                    check_rule_outputs(&rules, "vjp", RuleResults::InputCotangents, &g, args)?;
                     Ok(g)
                 }
                 None => {
@@ -163,7 +163,7 @@ impl Primitive for CustomTransforms {
     }
 
     fn jvp(&self, primals: &[Array], tangents: &[Array], argnums: &[usize], outputs: &[Array]) -> Result<Vec<Array>> {
-        use crate::transforms::custom::check_rule_outputs;
+        use crate::transforms::custom::{check_rule_outputs, RuleResults};
         let n = self.n_inputs;
         let args = &primals[..n];
         let mut full: Vec<Array> = args.iter().map(crate::ops::zeros_like).collect();
@@ -175,7 +175,7 @@ impl Primitive for CustomTransforms {
         match &self.rules.jvp {
             Some(rule) => {
                 let t = rule(args, &full)?;
-                check_rule_outputs(&self.rules, "jvp", "output tangents", &t, outputs)?;
+                check_rule_outputs(&self.rules, "jvp", RuleResults::OutputTangents, &t, outputs)?;
                 Ok(t)
             }
             None => {
@@ -192,13 +192,20 @@ impl Primitive for CustomTransforms {
             return Ok((inputs[n..].to_vec(), axes[n..].to_vec()));
         }
         if let Some(rule) = &self.rules.vmap {
+            use crate::transforms::custom::{count, count_irregular};
             let (outs, oaxes) = rule(args, arg_axes)?;
             let n_out = inputs.len() - n;
             if outs.len() != n_out || oaxes.len() != n_out {
                 return Err(crate::transforms::custom::rule_error(
                     &self.rules,
                     "vmap",
-                    format!("returned {} outputs and {} axes, expected {n_out}", outs.len(), oaxes.len()),
+                    format!(
+                        "returned {} and {}, but the function has {} (one array and one batch axis per \
+                         output are expected)",
+                        count(outs.len(), "output"),
+                        count_irregular(oaxes.len(), "batch axis", "batch axes"),
+                        count(n_out, "output")
+                    ),
                 ));
             }
             // each output must be the unbatched output with the batch axis inserted
@@ -225,8 +232,9 @@ impl Primitive for CustomTransforms {
                         &self.rules,
                         "vmap",
                         format!(
-                            "output {j} has shape {:?}, dtype {} and batch axis {a:?}, expected the unbatched \
-                             shape {:?} with a batch axis of size {batch} and dtype {}",
+                            "returned output {j} of shape {:?} and dtype {} with batch axis {a:?}, but output \
+                             {j} must be the unbatched shape {:?} with a batch axis of size {batch} inserted, in \
+                             dtype {}",
                             o.shape(),
                             o.dtype(),
                             unbatched,

@@ -18,6 +18,8 @@ pub(crate) type VmapFn = Arc<dyn Fn(&[Array], &[Option<usize>]) -> VmapRuleResul
 /// The forward and rules of one custom function, shared by every call.
 pub(crate) struct CustomRules {
     pub(crate) name: String,
+    /// Where the program called [`custom_function`] (or [`checkpoint`]): error messages name it.
+    pub(crate) location: &'static std::panic::Location<'static>,
     pub(crate) forward: ForwardFn,
     pub(crate) vjp: Option<VjpFn>,
     pub(crate) jvp: Option<JvpFn>,
@@ -28,8 +30,9 @@ impl std::fmt::Debug for CustomRules {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "custom_function({}, vjp: {}, jvp: {}, vmap: {})",
+            "custom_function({} at {}, vjp: {}, jvp: {}, vmap: {})",
             self.name,
+            self.location,
             self.vjp.is_some(),
             self.jvp.is_some(),
             self.vmap.is_some()
@@ -53,6 +56,13 @@ pub struct CustomFunction {
 /// The built function is `Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + Clone + 'static`;
 /// a forward or rule that is not `Send + Sync` (say, one capturing an `Rc`) does not compile.
 ///
+/// **Errors name the line that built the function.** A rule that returns the wrong number of
+/// arrays, or an array of the wrong shape or dtype, makes the transform return
+/// [`Error::CustomRule`], whose message names the function, the rule and the line where
+/// `custom_function` was called, e.g. "the vjp rule of custom function `f` (built at
+/// src/main.rs:7:13) returned 1 array, but the function has 2 inputs (one cotangent per input
+/// is expected)".
+///
 /// **Large forwards and rules are rebuilt when evaluated.** A forward or VJP rule that builds
 /// more than 256 nodes (a chunk of a recurrence, a checkpointed block) is run once when called,
 /// to learn and check its outputs, and its graph is then replaced by a single node that runs
@@ -73,6 +83,7 @@ pub struct CustomFunction {
 /// let d = g(&[Array::scalar(0.0f64)]).unwrap();
 /// assert!((d[0].item::<f64>().unwrap() - 0.5).abs() < 1e-12);
 /// ```
+#[track_caller]
 pub fn custom_function<F, O>(forward: F) -> CustomFunction
 where
     F: Fn(&[Array]) -> O + Send + Sync + 'static,
@@ -81,6 +92,7 @@ where
     CustomFunction {
         rules: CustomRules {
             name: "custom_function".into(),
+            location: std::panic::Location::caller(),
             forward: Arc::new(move |x: &[Array]| forward(x).into_outputs()),
             vjp: None,
             jvp: None,
@@ -177,7 +189,11 @@ pub(crate) fn run_lazily(name: &str, body: ForwardFn, inputs: &[Array]) -> Resul
 pub(crate) fn call_custom(rules: &Arc<CustomRules>, args: &[Array]) -> Result<Vec<Array>> {
     let outs = run_lazily(&rules.name, rules.forward.clone(), args)?;
     if outs.is_empty() {
-        return Err(rule_error(rules, "forward", "returned no outputs".into()));
+        return Err(rule_error(
+            rules,
+            "forward",
+            "returned no outputs, but a custom function needs at least one".into(),
+        ));
     }
     let ys: Vec<Array> = outs.iter().map(super::stop_gradient).collect();
     let specs = ys.iter().map(|y| y.spec().clone()).collect();
@@ -185,23 +201,57 @@ pub(crate) fn call_custom(rules: &Arc<CustomRules>, args: &[Array]) -> Result<Ve
     Ok(Array::from_primitive_multi(CustomTransforms { rules: rules.clone(), n_inputs: args.len() }, inputs, specs))
 }
 
+/// An [`Error::CustomRule`] of `rules`' function: `message` continues the sentence "the
+/// `rule` rule of custom function `name` (built at `location`) ...".
 pub(crate) fn rule_error(rules: &CustomRules, rule: &'static str, message: String) -> Error {
-    Error::CustomRule { name: rules.name.clone(), rule, message }
+    Error::CustomRule { name: rules.name.clone(), location: rules.location.to_string(), rule, message }
+}
+
+/// `n` and `noun`, plural unless `n` is one: "1 array", "2 arrays", "0 inputs".
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    count_irregular(n, noun, &format!("{noun}s"))
+}
+
+/// `n` and `one` or `many`: "1 batch axis", "2 batch axes".
+pub(crate) fn count_irregular(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// What a rule's results stand for: a VJP rule returns a cotangent per input, a JVP rule a
+/// tangent per output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RuleResults {
+    /// One cotangent per input of the function.
+    InputCotangents,
+    /// One tangent per output of the function.
+    OutputTangents,
 }
 
 /// Check that a rule returned one array per expected array with matching shape and dtype.
 pub(crate) fn check_rule_outputs(
     rules: &CustomRules,
     rule: &'static str,
-    what: &str,
+    what: RuleResults,
     got: &[Array],
     expected: &[Array],
 ) -> Result<()> {
+    let (array, per) = match what {
+        RuleResults::InputCotangents => ("cotangent", "input"),
+        RuleResults::OutputTangents => ("tangent", "output"),
+    };
     if got.len() != expected.len() {
         return Err(rule_error(
             rules,
             rule,
-            format!("returned {} arrays but {} {what} were expected", got.len(), expected.len()),
+            format!(
+                "returned {}, but the function has {} (one {array} per {per} is expected)",
+                count(got.len(), "array"),
+                count(expected.len(), per)
+            ),
         ));
     }
     for (i, (g, e)) in got.iter().zip(expected).enumerate() {
@@ -210,7 +260,7 @@ pub(crate) fn check_rule_outputs(
                 rules,
                 rule,
                 format!(
-                    "{what} {i} has shape {:?} and dtype {}, expected shape {:?} and dtype {}",
+                    "returned a {array} of shape {:?} and dtype {} for {per} {i}, which has shape {:?} and dtype {}",
                     g.shape(),
                     g.dtype(),
                     e.shape(),
@@ -235,6 +285,7 @@ pub(crate) fn check_rule_outputs(
 /// let plain = ct::grad(|x: &[Array]| x[0].tanh().exp().sum_all());
 /// assert_eq!(g(&[x.clone()]).unwrap()[0].to_vec::<f64>().unwrap(), plain(&[x]).unwrap()[0].to_vec::<f64>().unwrap());
 /// ```
+#[track_caller]
 pub fn checkpoint<F, O>(f: F) -> impl Fn(&[Array]) -> Result<Vec<Array>> + Send + Sync + Clone + 'static
 where
     F: Fn(&[Array]) -> O + Send + Sync + 'static,
@@ -291,6 +342,7 @@ pub(crate) fn batched_rules(
     });
     let rules = CustomRules {
         name: format!("vmap({})", rules.name),
+        location: rules.location,
         forward: Arc::new(move |x: &[Array]| forward(x)),
         vjp,
         jvp,
