@@ -9,6 +9,7 @@
 //! with `resume` set to such a folder continues from it bit for bit on the CPU (the data of a
 //! step and its learning rate depend only on the step number).
 use cotangent::{self as ct, Array, DType, Error, Result};
+use cotangent_nn::lora::{self, LoraConfig};
 use cotangent_nn::models::{from_pretrained, CausalLm, ModelConfig};
 use cotangent_nn::optim::{self, clip_grad_norm, schedules, AdamW, Optimizer};
 use cotangent_nn::{self as nn, io, Freeze, Module, RecurrenceMode, Tree};
@@ -315,6 +316,11 @@ impl Trainer {
         let s = self.step;
         let lr = self.lr_at(s);
         self.optimizer.set_lr(lr);
+        if o.dropout > 0.0 {
+            // a fresh dropout mask per step, from the seed and the step (a resumed run draws the same)
+            let key = ct::random::fold_in(&ct::random::key(o.seed ^ 0x5eed), s as u32);
+            lora::set_dropout_key(&mut self.model.module, Some(&key));
+        }
         let micro = (0..o.accum)
             .map(|j| Ok(vec![self.data.batch(s * o.accum + j, o.batch, o.seq_len)?]))
             .collect::<Result<Vec<_>>>()?;
@@ -378,15 +384,24 @@ impl Trainer {
     }
 }
 
-/// The base frozen: everything but the adapters when `cotangent_nn::lora` exists, else (this
-/// build) the embedding, so the decoder layers, the final norm and the head train.
-fn adapt(base: CausalLm, _o: &Options, _key: &Array) -> Result<(Freeze<CausalLm>, String)> {
-    Ok((Freeze::new(base, &["model.embed_tokens"]), "embedding frozen (no LoRA in this build)".to_string()))
+/// LoRA adapters on the layers `o.targets` names; the rest of the model (the base) is frozen:
+/// a module holding adapters trains only them.
+fn adapt(mut base: CausalLm, o: &Options, key: &Array) -> Result<(Freeze<CausalLm>, String)> {
+    let targets: Vec<&str> = o.targets.iter().map(String::as_str).collect();
+    let config = lora_config(o, &targets);
+    let adapted = lora::apply(&mut base, &config, key)?;
+    let what = format!("LoRA rank {} alpha {} on {} layers, base frozen", o.rank, o.alpha, adapted.len());
+    Ok((Freeze::new(base, &[]), what))
 }
 
-/// The adapters in PEFT's layout, when LoRA is in use.
-fn save_adapters(_model: &Freeze<CausalLm>, _o: &Options, _dir: &Path) -> Result<()> {
-    Ok(())
+fn lora_config(o: &Options, targets: &[&str]) -> LoraConfig {
+    LoraConfig::new(o.rank, o.alpha, targets).with_dropout(o.dropout)
+}
+
+/// The adapters in PEFT's layout (`adapter_model.safetensors`, `adapter_config.json`).
+fn save_adapters(model: &Freeze<CausalLm>, o: &Options, dir: &Path) -> Result<()> {
+    let targets: Vec<&str> = o.targets.iter().map(String::as_str).collect();
+    lora::save_adapters(&model.module, &lora_config(o, &targets), dir)
 }
 
 /// Peak resident memory of this process (VmHWM) in MiB, or the device's peak on a GPU.
