@@ -465,7 +465,7 @@ impl SparseMoe {
     /// router probabilities `[N, E]` read back to the host.
     fn route(&self, probs: &Array) -> Result<Vec<Vec<usize>>> {
         let (n, e) = (probs.shape()[0], probs.shape()[1]);
-        let values = ct::stop_gradient(probs).to_vec::<f32>()?;
+        let values = ct::stop_gradient(probs).astype(DType::F64).to_vec::<f64>()?;
         Ok((0..n)
             .map(|i| {
                 let row = &values[i * e..(i + 1) * e];
