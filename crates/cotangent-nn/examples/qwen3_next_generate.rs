@@ -3,8 +3,13 @@
 //!
 //! ```text
 //! cargo run --release -p cotangent-nn --example qwen3_next_generate -- \
-//!     [--model DIR] [--prompt-ids 1,2,3] [--new-tokens 32] [--dtype f32|bf16|f16] [--prompt-len 128]
+//!     [--model DIR] [--prompt-ids 1,2,3] [--new-tokens 32] [--dtype f32|bf16|f16] [--prompt-len 128] [--json]
 //! ```
+//!
+//! With `--json` it first runs the prefill and a few decode steps once untimed (so that kernel
+//! compilation is not timed), then prints one JSON line: prefill seconds, decode tokens/s, and the
+//! device memory the prefill needed beyond the weights (`peak_extra_mib`, on a GPU). This is the
+//! cotangent side of `bench/gpu/generate_peers.py`.
 //!
 //! Without `--model`, a small random Qwen3-Next (MoE, linear and full attention layers) is
 //! written to a temporary folder with `save_pretrained` and loaded from there. Without
@@ -61,6 +66,19 @@ fn main() -> cotangent::Result<()> {
     };
     let t = prompt.len();
     let ids = Array::from_vec(prompt, &[1, t]);
+    let json = args.iter().any(|a| a == "--json");
+    let device = ct::default_device();
+    if json {
+        // untimed: the first prefill and decode steps compile their kernels
+        let mut cache = model.new_cache();
+        model.logits_with_cache(&ids, &mut cache)?.eval()?;
+        for _ in 0..3 {
+            model.logits_with_cache(&Array::from_vec(vec![0i64], &[1, 1]), &mut cache)?.eval()?;
+        }
+        device.synchronize()?;
+    }
+    let in_use_before = device.memory_stats().map_or(0, |m| m.in_use);
+    device.reset_peak_memory();
 
     // prefill, then one token at a time through the cache
     let mut cache = model.new_cache();
@@ -69,6 +87,7 @@ fn main() -> cotangent::Result<()> {
     let last = logits.slice_axis(1, Some(t as isize - 1), None, 1).to_vec::<f32>()?;
     cache.eval()?;
     let prefill = start.elapsed().as_secs_f64();
+    let peak_extra = device.memory_stats().map(|m| m.peak.saturating_sub(in_use_before));
     let argmax = |v: &[f32]| v.iter().enumerate().fold(0, |b, (i, &x)| if x > v[b] { i } else { b }) as i64;
     let mut tokens = vec![argmax(&last)];
     let start = Instant::now();
@@ -79,8 +98,19 @@ fn main() -> cotangent::Result<()> {
         tokens.push(argmax(&logits));
     }
     let decode = start.elapsed().as_secs_f64();
-    println!("prefill: {t} tokens in {:.3} s = {:.1} tokens/s", prefill, t as f64 / prefill);
     let steps = tokens.len().saturating_sub(1).max(1);
+    if json {
+        let mib = |b: usize| format!("{:.1}", b as f64 / (1 << 20) as f64);
+        println!(
+            "{{\"framework\": \"cotangent\", \"model\": \"{}\", \"device\": \"{device:?}\", \"dtype\": \"{dtype}\", \"prompt_len\": {t}, \"prefill_s\": {prefill:.5}, \"decode_tokens\": {steps}, \"decode_tokens_per_s\": {:.2}, \"peak_extra_mib\": {}, \"tokens_head\": {:?}}}",
+            dir.display(),
+            steps as f64 / decode,
+            peak_extra.map_or("null".to_string(), mib),
+            &tokens[..tokens.len().min(8)]
+        );
+        return Ok(());
+    }
+    println!("prefill: {t} tokens in {:.3} s = {:.1} tokens/s", prefill, t as f64 / prefill);
     println!("decode: {steps} tokens in {:.3} s = {:.1} tokens/s", decode, steps as f64 / decode);
     println!("tokens: {tokens:?}");
 
